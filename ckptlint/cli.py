@@ -1,0 +1,102 @@
+"""The `ckptlint` command line (contract: DESIGN.md "CLI")."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from ckptlint import __version__
+from ckptlint.config import ConfigError, load_config, with_cli
+from ckptlint.output import FORMATS, OutputContext, render
+
+# Subcommands whose modules load only when used (`dynamic` needs torch in the child).
+LAZY_COMMANDS = {
+    "dynamic": "ckptlint.dynamic.cli:dynamic",
+    "profile": "ckptlint.dynamic.profile_cli:profile",
+    "rule": "ckptlint.rule_pages:rule",
+}
+
+
+def split_codes(values: tuple[str, ...]) -> list[str]:
+    return [code.strip().upper() for value in values for code in value.split(",") if code.strip()]
+
+
+class CkptlintGroup(click.Group):
+    """`ckptlint PATH...` means `ckptlint check PATH...`; some subcommands load lazily."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS:
+            module_name, attr = LAZY_COMMANDS[name].split(":")
+            try:
+                return getattr(importlib.import_module(module_name), attr)
+            except (ImportError, AttributeError) as error:
+                raise click.ClickException(f"`{name}` is not available: {error}") from None
+        return super().get_command(ctx, name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        if args and args[0] not in self.list_commands(ctx) and args[0] not in ("--help", "-h"):
+            args = ["check", *args]
+        return super().resolve_command(ctx, args)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0].startswith("-") and args[0] not in ("--help", "-h", "--version")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=CkptlintGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ckptlint")
+def main() -> None:
+    """A linter that keeps PyTorch activation checkpointing safe.
+
+    `ckptlint PATH...` is short for `ckptlint check PATH...`.
+    """
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text",
+              show_default=True, help="Output format.")
+@click.option("--select", multiple=True, help="Codes or prefixes to check (replaces config).")
+@click.option("--extend-select", multiple=True, help="Codes or prefixes to add.")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to skip.")
+@click.option("--extend-exclude", multiple=True, help="Extra exclude globs.")
+@click.option("--force-exclude", is_flag=True,
+              help="Apply excludes to files named on the command line too (for pre-commit).")
+@click.option("--config", "config_file", type=click.Path(), help="Config file to use.")
+@click.option("--stdin-filename", help="Filename to report when linting stdin (`-`).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--ignore-noqa", is_flag=True, help="Report findings `# noqa` would suppress.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default: CPU count).")
+def check(paths: tuple[str, ...], output_format: str, select, extend_select, ignore,
+          extend_exclude, force_exclude: bool, config_file: str | None,
+          stdin_filename: str | None, exit_zero: bool, ignore_noqa: bool, no_cache: bool,
+          jobs: int | None) -> None:
+    """Lint PATHS (files or folders; `-` reads stdin)."""
+    from ckptlint.engine import lint
+
+    path_list = list(paths) or ["."]
+    reading_stdin = "-" in path_list
+    try:
+        start = [stdin_filename] if reading_stdin and stdin_filename else path_list
+        config = load_config(start, config_file)
+        config = with_cli(config, select=split_codes(select), extend_select=split_codes(extend_select),
+                          ignore=split_codes(ignore), extend_exclude=list(extend_exclude))
+        stdin_text = sys.stdin.read() if reading_stdin else None
+        result = lint(path_list, config, force_exclude=force_exclude, stdin_text=stdin_text,
+                      stdin_filename=stdin_filename, ignore_noqa=ignore_noqa)
+    except ConfigError as error:
+        click.echo(f"ckptlint: error: {error}", err=True)
+        sys.exit(2)
+    context = OutputContext(read_source=result.sources.get,
+                            color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    click.echo(render(output_format, result.findings, context), nl=False)
+    sys.exit(1 if result.findings and not exit_zero else 0)

@@ -1,0 +1,295 @@
+"""`[tool.ckptlint]` configuration: discovery, validation and the merged settings."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from ckptlint.apis import MODES
+from ckptlint.catalogue import RULES, codes_matching
+
+DEFAULT_EXCLUDES = (".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
+                    "node_modules")
+DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
+DEFAULT_MIN_BYTES_FREED = 1024 * 1024
+
+
+class ConfigError(Exception):
+    """A configuration or usage problem; the CLI prints it and exits 2."""
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path = field(default_factory=Path.cwd)  # folder of the config file, else cwd
+    path: Path | None = None  # the pyproject.toml (or --config file) read, if any
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    default_excludes: tuple[str, ...] = DEFAULT_EXCLUDES
+    src: tuple[Path, ...] = ()
+    checkpoint_functions: tuple[tuple[str, str], ...] = ()
+    segment_base_classes: tuple[str, ...] = ()
+    transformers_version: str | None = None
+    max_depth: int = 4
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    cache_dir: Path | None = None
+    profile_min_bytes_freed: int = DEFAULT_MIN_BYTES_FREED
+
+    # -- rule selection ----------------------------------------------------------------
+    def enabled_codes(self) -> frozenset[str]:
+        """Codes on after select/extend-select/ignore; the most specific selector wins."""
+        selectors = list(self.select) if self.select is not None else None
+        selectors_extended = list(self.extend_select)
+        enabled = set()
+        for code, info in RULES.items():
+            if selectors is None:
+                chosen = len(code) if info.default_on else -1
+            else:
+                chosen = max((len(s) for s in selectors if code.startswith(s)), default=-1)
+            chosen = max(chosen, max((len(s) for s in selectors_extended if code.startswith(s)),
+                                     default=-1))
+            ignored = max((len(s) for s in self.ignore if code.startswith(s)), default=-1)
+            if code == "CKP999":
+                # A file that cannot be read is always reported unless ignored by its code.
+                if "CKP999" not in self.ignore:
+                    enabled.add(code)
+                continue
+            if chosen >= 0 and chosen > ignored:
+                enabled.add(code)
+        return frozenset(enabled)
+
+    def ignored_for_file(self, path: Path) -> frozenset[str]:
+        """Codes that `per-file-ignores` turns off for this file."""
+        from ckptlint.discover import glob_matches
+
+        relative = relative_posix(path, self.root)
+        codes: set[str] = set()
+        for pattern, selectors in self.per_file_ignores:
+            if relative is not None and glob_matches(pattern, relative):
+                for selector in selectors:
+                    codes.update(codes_matching(selector))
+        return frozenset(codes)
+
+    @property
+    def excludes(self) -> tuple[str, ...]:
+        return (*self.exclude, *self.extend_exclude)
+
+    @property
+    def import_roots(self) -> tuple[Path, ...]:
+        if self.src:
+            return self.src
+        return tuple(p for p in (self.root, self.root / "src") if p.is_dir())
+
+    @property
+    def fingerprint(self) -> str:
+        """A stable text of every setting that affects findings (for the cache key)."""
+        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores,
+                     self.checkpoint_functions, self.segment_base_classes,
+                     self.transformers_version, self.max_depth, self.max_file_size,
+                     tuple(str(p) for p in self.import_roots)))
+
+
+def relative_posix(path: Path, root: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+# -- reading -----------------------------------------------------------------------------
+def find_config_file(start: Path) -> Path | None:
+    """The nearest pyproject.toml upward from `start` that has a `[tool.ckptlint]` table."""
+    folder = start.resolve()
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate_dir in (folder, *folder.parents):
+        candidate = candidate_dir / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+            if isinstance(data.get("tool"), dict) and "ckptlint" in data["tool"]:
+                return candidate
+    return None
+
+
+def load_config(paths: list[str] | None = None, config_file: str | None = None) -> Config:
+    """The settings for a run over `paths`: the named config file, else the nearest one."""
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise ConfigError(f"{config_file}: config file not found")
+        return read_config(path, required=False)
+    start = Path(paths[0]) if paths and paths[0] != "-" else Path.cwd()
+    found = find_config_file(start if start.exists() else Path.cwd())
+    if found is None:
+        return Config()
+    return read_config(found, required=True)
+
+
+def read_config(path: Path, required: bool) -> Config:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    table = data.get("tool", {}).get("ckptlint") if isinstance(data.get("tool"), dict) else None
+    if table is None:
+        # A dedicated file (--config ckptlint.toml) may hold the keys at top level.
+        table = {} if path.name == "pyproject.toml" else data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.ckptlint] must be a table")
+    return parse_table(table, path)
+
+
+def parse_table(table: dict[str, Any], path: Path) -> Config:
+    root = path.parent.resolve()
+    reader = _Reader(table, path)
+    settings: dict[str, Any] = {"root": root, "path": path}
+    for key in table:
+        if key not in _KEYS:
+            known = ", ".join(sorted(_KEYS))
+            raise ConfigError(f"{path}: unknown key `{key}` in [tool.ckptlint] (known keys: {known})")
+    if "select" in table:
+        settings["select"] = reader.codes("select")
+    settings["extend_select"] = reader.codes("extend-select") if "extend-select" in table else ()
+    settings["ignore"] = reader.codes("ignore") if "ignore" in table else ()
+    if "per-file-ignores" in table:
+        mapping = reader.table("per-file-ignores")
+        entries = []
+        for glob, codes in mapping.items():
+            entries.append((glob, reader.codes_value(f"per-file-ignores.{glob}", codes)))
+        settings["per_file_ignores"] = tuple(entries)
+    for key, attr in (("exclude", "exclude"), ("extend-exclude", "extend_exclude"),
+                      ("segment-base-classes", "segment_base_classes")):
+        if key in table:
+            settings[attr] = reader.strings(key)
+    if "exclude" in table:
+        settings["default_excludes"] = ()
+    if "src" in table:
+        settings["src"] = tuple((root / entry).resolve() for entry in reader.strings("src"))
+    if "checkpoint-functions" in table:
+        mapping = reader.table("checkpoint-functions")
+        entries = []
+        for name, mode in mapping.items():
+            if mode not in MODES:
+                raise ConfigError(
+                    f"{path}: key `checkpoint-functions.{name}`: expected one of "
+                    f"{', '.join(repr(m) for m in MODES)}, got {mode!r}")
+            entries.append((name, mode))
+        settings["checkpoint_functions"] = tuple(entries)
+    if "transformers-version" in table:
+        settings["transformers_version"] = reader.version("transformers-version")
+    for key, attr in (("max-depth", "max_depth"), ("max-file-size", "max_file_size"),
+                      ("profile-min-bytes-freed", "profile_min_bytes_freed")):
+        if key in table:
+            settings[attr] = reader.non_negative_int(key)
+    if "cache-dir" in table:
+        settings["cache_dir"] = (root / reader.string("cache-dir")).resolve()
+    return Config(**settings)
+
+
+_KEYS = frozenset({
+    "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "src",
+    "checkpoint-functions", "segment-base-classes", "transformers-version", "max-depth",
+    "max-file-size", "cache-dir", "profile-min-bytes-freed",
+})
+
+
+@dataclass
+class _Reader:
+    data: dict[str, Any]
+    path: Path
+
+    def fail(self, key: str, expected: str, value: Any) -> ConfigError:
+        return ConfigError(f"{self.path}: key `{key}`: expected {expected}, got {value!r}")
+
+    def string(self, key: str) -> str:
+        value = self.data[key]
+        if not isinstance(value, str):
+            raise self.fail(key, "a string", value)
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.data[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "a list of strings", value)
+        return tuple(value)
+
+    def table(self, key: str) -> dict[str, Any]:
+        value = self.data[key]
+        if not isinstance(value, dict):
+            raise self.fail(key, "a table", value)
+        return value
+
+    def codes(self, key: str) -> tuple[str, ...]:
+        return self.codes_value(key, self.data[key])
+
+    def codes_value(self, key: str, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "a list of rule codes or prefixes", value)
+        for selector in value:
+            if not codes_matching(selector):
+                raise self.fail(key, "rule codes or prefixes such as \"CKP2\" or \"CKP201\"",
+                                selector)
+        return tuple(value)
+
+    def non_negative_int(self, key: str) -> int:
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.fail(key, "a non-negative integer", value)
+        return value
+
+    def version(self, key: str) -> str:
+        value = self.string(key)
+        if parse_version(value) is None:
+            raise self.fail(key, "a version such as \"4.46.0\"", value)
+        return value
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    parts = []
+    for piece in text.strip().split("."):
+        digits = ""
+        for char in piece:
+            if not char.isdigit():
+                break
+            digits += char
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) != len(piece):
+            break
+    return tuple(parts) or None
+
+
+def with_cli(config: Config, *, select=None, extend_select=None, ignore=None,
+             extend_exclude=None) -> Config:
+    """Command-line options over the configured ones (`--select` replaces, the others add)."""
+    changes: dict[str, Any] = {}
+    for name, value in (("select", select), ("extend_select", extend_select), ("ignore", ignore)):
+        if value:
+            for selector in value:
+                if not codes_matching(selector):
+                    raise ConfigError(f"unknown rule selector `{selector}` in --{name.replace('_', '-')}")
+    if select:
+        changes["select"] = tuple(select)
+    if extend_select:
+        changes["extend_select"] = (*config.extend_select, *extend_select)
+    if ignore:
+        changes["ignore"] = (*config.ignore, *ignore)
+    if extend_exclude:
+        changes["extend_exclude"] = (*config.extend_exclude, *extend_exclude)
+    return replace(config, **changes)

@@ -1,0 +1,145 @@
+"""Which files a run lints: paths expanded, excludes and git-ignored files left out."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ckptlint.config import Config, ConfigError, relative_posix
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+@lru_cache(maxsize=None)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A gitignore-style glob as a regex over a relative POSIX path.
+
+    A pattern without `/` matches a file or folder name at any depth; with `/` it is anchored
+    to the config folder; `**` spans folders; a match on a folder covers everything below it.
+    """
+    anchored = "/" in pattern.rstrip("/")
+    body = pattern.strip("/")
+    out = []
+    i = 0
+    while i < len(body):
+        char = body[i]
+        if body.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if body.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = body.find("]", i)
+            if end == -1:
+                out.append(re.escape(char))
+            else:
+                out.append(body[i:end + 1])
+                i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    prefix = "" if anchored else "(?:.*/)?"
+    return re.compile(f"^{prefix}{''.join(out)}(?:/.*)?$")
+
+
+def glob_matches(pattern: str, relative_path: str) -> bool:
+    return bool(glob_regex(pattern).match(relative_path))
+
+
+@dataclass
+class Discovery:
+    files: list[Path]
+    explicit: set[Path]
+
+
+def is_excluded(path: Path, config: Config) -> bool:
+    if any(part in config.default_excludes for part in path.parts):
+        return True
+    relative = relative_posix(path, config.root)
+    if relative is None:
+        relative = path.as_posix()
+    return any(glob_matches(pattern, relative) for pattern in config.excludes)
+
+
+def discover(paths: list[str], config: Config, force_exclude: bool = False) -> Discovery:
+    """Expand the given paths into the Python files to lint, in a stable order."""
+    files: list[Path] = []
+    explicit: set[Path] = set()
+    for given in paths:
+        path = Path(given)
+        if not os.path.lexists(path):
+            raise ConfigError(f"{given}: no such file or directory")
+        if path.is_dir():
+            files.extend(walk(path, config))
+        else:
+            if force_exclude and is_excluded(path, config):
+                continue
+            files.append(path)
+            explicit.add(path)
+    unique = list(dict.fromkeys(files))
+    walked = [f for f in unique if f not in explicit]
+    ignored = git_ignored(walked)
+    return Discovery([f for f in unique if f not in ignored], explicit)
+
+
+def walk(folder: Path, config: Config) -> list[Path]:
+    found: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+
+    def visit(directory: Path) -> None:
+        try:
+            stat = directory.stat()
+        except OSError:
+            return
+        key = (stat.st_dev, stat.st_ino)
+        if key in seen:
+            return  # a symlink loop or a folder reached twice
+        seen.add(key)
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                continue
+            if is_excluded(path, config):
+                continue
+            if is_dir:
+                visit(path)
+            elif entry.name.endswith(PYTHON_SUFFIXES):
+                found.append(path)
+
+    visit(folder)
+    return found
+
+
+def git_ignored(files: list[Path]) -> set[Path]:
+    """Files git ignores (none outside a git work tree, or without git)."""
+    if not files:
+        return set()
+    absolute = {str(f.resolve()): f for f in files}
+    try:
+        result = subprocess.run(
+            ["git", "check-ignore", "--stdin", "-z"], cwd=files[0].resolve().parent,
+            input="\0".join(absolute).encode(), capture_output=True, timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if result.returncode not in (0, 1):
+        return set()
+    names = result.stdout.decode(errors="replace").split("\0")
+    return {absolute[name] for name in names if name in absolute}

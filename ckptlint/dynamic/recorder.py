@@ -1,0 +1,221 @@
+"""The dynamic-mode observer (child side): records each pass and streams JSON lines.
+
+Events written (one JSON object per line, appended with a single write so that several
+processes can share the file and a crash loses nothing already written):
+
+  {"ev": "start", "pid", "torch", "features", "errors", "argv"}
+  {"ev": "call", "id", "pid", "mode", "site": [f, r, c] | null, "targets": [[f, line, qualname]],
+   "grad", "preserve_rng_state", "inputs_require_grad", "params": n, "specs": [spec ids]}
+  {"ev": "pass", "call", "pid", "phase", "n", "ops": n_ops, "saved": n_saved, "devices",
+   "early_stop", "error", "seconds", "state": {spec_id: [before, after]}}
+  {"ev": "compare", "call", "pid", "phase", "match", "matters", "kind", "text"}
+  {"ev": "not_watched", "pid", "site", "reason"}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ckptlint.dynamic.compare import compare
+from ckptlint.dynamic.observer import CheckpointCall, Observer, PassEnd
+from ckptlint.dynamic.state import StateWatcher
+
+try:
+    from torch.utils._python_dispatch import _disable_current_modes
+except ImportError:  # pragma: no cover - older torch
+    import contextlib
+    _disable_current_modes = contextlib.nullcontext
+
+_busy = threading.local()
+_EMPTY_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+              "empty_permuted"}
+_IGNORED_OPS = {"detach", "alias", "lift_fresh", "_to_copy_noop"}
+
+
+def _tensor_ok(t) -> bool:
+    return (type(t) is torch.Tensor or isinstance(t, torch.nn.Parameter)) and \
+        t.layout == torch.strided and t.device.type != "meta" and not t.is_quantized
+
+
+def digest(t) -> list[float] | None:
+    """[sum, abs_sum] in float64, computed without being seen by any dispatch mode."""
+    if not isinstance(t, torch.Tensor) or not _tensor_ok(t):
+        return None
+    _busy.on = True
+    try:
+        with _disable_current_modes(), torch.no_grad():
+            d = t.detach()
+            if d.is_complex():
+                d = torch.view_as_real(d)
+            d = d.to(torch.float64)
+            return [float(d.sum()), float(d.abs().sum())]
+    except Exception:
+        return None
+    finally:
+        _busy.on = False
+
+
+def _storage_key(t) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return None
+
+
+class PassRecord:
+    def __init__(self, phase: str):
+        self.phase = phase
+        self.ops: list[list] = []
+        self.saved: list[dict[str, Any]] = []
+        self.devices: set[str] = set()
+        self.uninit: set[int] = set()
+        self.last_op: tuple[str, set, set] | None = None
+        self.state_before: dict[str, str] = {}
+
+    def as_dict(self, info: PassEnd) -> dict[str, Any]:
+        return {"ops": self.ops, "saved": self.saved, "early_stop": info.early_stopped,
+                "error": _error_text(info.error)}
+
+
+def _error_text(error) -> str | None:
+    if error is None:
+        return None
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}"[:300]
+
+
+class _OpMode(TorchDispatchMode):
+    """Records the aten ops of one pass with a digest of their outputs."""
+
+    def __init__(self, record: PassRecord):
+        super().__init__()
+        self.record = record
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if getattr(_busy, "on", False):
+            return out
+        try:
+            self._note(func, args, kwargs, out)
+        except Exception:
+            pass
+        return out
+
+    def _note(self, func, args, kwargs, out):
+        name = func.overloadpacket.__name__
+        if name in _IGNORED_OPS:
+            return
+        rec = self.record
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
+                if isinstance(t, torch.Tensor)]
+        ins = [t for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+        mutating = name.endswith("_") or func._overloadname == "out" or "out" in kwargs
+        if mutating:
+            for t in ins:
+                key = _storage_key(t)
+                rec.uninit.discard(key)
+        if name in _EMPTY_OPS:
+            for t in outs:
+                rec.uninit.add(_storage_key(t))
+            rec.ops.append([name, None])
+        else:
+            total = None
+            for t in outs:
+                if _storage_key(t) in rec.uninit:
+                    continue
+                d = digest(t)
+                if d is None:
+                    continue
+                total = d if total is None else [total[0] + d[0], total[1] + d[1]]
+            rec.ops.append([name, total])
+        for t in outs:
+            rec.devices.add(str(t.device))
+        rec.last_op = (name, {(t.data_ptr(), tuple(t.shape)) for t in outs},
+                       {(t.data_ptr(), tuple(t.shape)) for t in ins})
+
+
+class Recorder(Observer):
+    def __init__(self, path: str, plan: dict[str, Any] | None = None):
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.state = StateWatcher((plan or {}).get("specs", []))
+        self.pid = os.getpid()
+
+    def emit(self, event: dict[str, Any]) -> None:
+        event.setdefault("pid", self.pid)
+        line = json.dumps(event, default=str) + "\n"
+        os.write(self.fd, line.encode("utf-8", "replace"))
+
+    # -- observer hooks
+    def call_started(self, call: CheckpointCall) -> None:
+        specs = self.state.specs_for(call)
+        call.scratch["specs"] = specs
+        module = None
+        try:
+            from ckptlint.dynamic.torch_adapter import module_of
+            module = module_of(call.fn)
+        except Exception:
+            pass
+        params = sum(1 for p in module.parameters() if p.requires_grad) if module is not None else None
+        self.emit({"ev": "call", "id": call.id, "mode": call.mode, "site": call.site,
+                   "targets": call.targets, "grad": call.grad_enabled,
+                   "preserve_rng_state": call.preserve_rng_state,
+                   "inputs_require_grad": call.inputs_require_grad, "params": params,
+                   "specs": [s["id"] for s in specs]})
+
+    def pass_started(self, call: CheckpointCall, phase: str):
+        record = PassRecord(phase)
+        record.state_before = self.state.snapshot(call, call.scratch.get("specs", ()))
+        call.scratch["rec:" + phase] = record
+        return _OpMode(record)
+
+    def tensor_saved(self, call: CheckpointCall, phase: str, index: int, tensor) -> None:
+        record = call.scratch.get("rec:" + phase)
+        if record is None:
+            return
+        op, role = "", ""
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if record.last_op is not None:
+            op = record.last_op[0]
+            role = "output" if key in record.last_op[1] else "input" if key in record.last_op[2] else ""
+        skip = _storage_key(tensor) in record.uninit
+        record.saved.append({
+            "i": index, "op": op, "role": role, "shape": list(tensor.shape),
+            "dtype": str(tensor.dtype).replace("torch.", ""), "device": str(tensor.device),
+            "d": None if skip else digest(tensor),
+        })
+
+    def pass_ended(self, call: CheckpointCall, phase: str, info: PassEnd) -> None:
+        record = call.scratch.pop("rec:" + phase, None)
+        if record is None:
+            return
+        after = self.state.snapshot(call, call.scratch.get("specs", ()))
+        state = {k: [record.state_before.get(k), after.get(k)] for k in set(after) | set(record.state_before)}
+        data = record.as_dict(info)
+        self.emit({"ev": "pass", "call": call.id, "phase": phase, "n": call.passes.get(phase, 1),
+                   "ops": len(record.ops), "saved": len(record.saved),
+                   "devices": sorted(record.devices), "early_stop": info.early_stopped,
+                   "error": data["error"], "seconds": round(info.seconds, 6), "state": state})
+        if phase == "forward":
+            call.scratch["forward"] = data
+        else:
+            forward = call.scratch.get("forward")
+            if forward is None:
+                return
+            result = compare(forward, data)
+            self.emit({"ev": "compare", "call": call.id, "phase": phase, **result})
+
+    def not_watched(self, site, reason: str) -> None:
+        self.emit({"ev": "not_watched", "site": site, "reason": reason})
+
+
+def start_event(features, errors) -> dict[str, Any]:
+    return {"ev": "start", "torch": torch.__version__, "features": features, "errors": errors,
+            "argv": list(sys.argv)}

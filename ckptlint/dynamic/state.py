@@ -1,0 +1,192 @@
+"""Reading the state a finding names (a global, `self.attr`, a container) around each pass.
+
+A spec comes from the parent (see `plan.py`): {"id", "expr", "file", "cls", "targets":
+[[file, row], ...], "site": [file, row] | null}. `expr` is a restricted expression: a name
+followed by attributes and constant subscripts (`SCALE`, `self.cache`, `STATS["n"]`).
+Reading never calls properties or `__getitem__` of user classes: only plain attributes,
+module attributes and built-in containers, so watching changes nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import sys
+from typing import Any
+
+import torch
+
+from ckptlint.dynamic.observer import CheckpointCall
+
+_MISSING = object()
+
+
+def parse_expr(expr: str):
+    """[root, step, ...] where a step is ("attr", name) or ("item", constant); None if not simple."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+    steps = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            steps.append(("attr", node.attr))
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            steps.append(("item", node.slice.value))
+            node = node.value
+        elif isinstance(node, ast.Name):
+            return [node.id] + steps[::-1]
+        else:
+            return None
+
+
+def code_rows(filename: str, first_line: int) -> set[int]:
+    """The first line of a code object and the line of its `def` (after decorators)."""
+    rows = {first_line}
+    try:
+        import linecache
+        for row in range(first_line, first_line + 50):
+            text = linecache.getline(filename, row).lstrip()
+            if not text:
+                continue
+            if text.startswith(("def ", "async def ", "class ")):
+                rows.add(row)
+                break
+    except Exception:
+        pass
+    return rows
+
+
+def _get(obj, step):
+    kind, key = step
+    if kind == "attr":
+        if isinstance(obj, torch.nn.Module):
+            for store in ("_parameters", "_buffers", "_modules"):
+                d = obj.__dict__.get(store) or {}
+                if key in d:
+                    return d[key]
+        try:
+            static = inspect.getattr_static(obj, key)
+        except AttributeError:
+            return _MISSING
+        if isinstance(static, property) or hasattr(type(static), "__get__") and not callable(static):
+            return _MISSING
+        return static if not isinstance(static, (staticmethod, classmethod)) else _MISSING
+    if isinstance(obj, (dict, list, tuple)):
+        try:
+            return obj[key]
+        except (KeyError, IndexError, TypeError):
+            return _MISSING
+    return _MISSING
+
+
+def summarize(value) -> str:
+    if value is _MISSING:
+        return "<unreadable>"
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, torch.Tensor):
+        from ckptlint.dynamic.recorder import digest
+        d = digest(value)
+        shape = list(value.shape)
+        return f"tensor{shape} sum {d[0]:.6g}" if d else f"tensor{shape}"
+    if isinstance(value, torch.nn.Module):
+        from ckptlint.dynamic.recorder import digest
+        total = 0.0
+        n = 0
+        for buf in value.buffers():
+            d = digest(buf)
+            if d:
+                total += d[0]
+                n += 1
+        return f"{type(value).__name__} buffers sum {total:.6g}" if n else f"<{type(value).__name__}>"
+    try:
+        length = len(value)
+        return f"{type(value).__name__} of length {length}"
+    except TypeError:
+        return f"<{type(value).__name__} at {id(value):#x}>"
+
+
+class StateWatcher:
+    def __init__(self, specs: list[dict[str, Any]]):
+        self.specs = []
+        for spec in specs:
+            path = parse_expr(spec.get("expr", ""))
+            if path is None:
+                continue
+            spec = dict(spec)
+            spec["_path"] = path
+            spec["_targets"] = {(os.path.realpath(f), int(r)) for f, r in spec.get("targets") or ()}
+            site = spec.get("site")
+            spec["_site"] = (os.path.realpath(site[0]), int(site[1])) if site else None
+            self.specs.append(spec)
+        self._modules: dict[str, Any] = {}
+
+    def specs_for(self, call: CheckpointCall) -> list[dict[str, Any]]:
+        if not self.specs:
+            return []
+        rows = set()
+        for filename, first, _ in call.targets:
+            for row in code_rows(filename, first):
+                rows.add((filename, row))
+        site = (call.site[0], call.site[1]) if call.site else None
+        return [s for s in self.specs if s["_targets"] & rows or (site and s["_site"] == site)]
+
+    def _module_globals(self, filename: str, call: CheckpointCall):
+        real = os.path.realpath(filename) if filename else ""
+        cached = self._modules.get(real)
+        if cached is not None:
+            return cached
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if path and os.path.realpath(path) == real:
+                self._modules[real] = module.__dict__
+                return module.__dict__
+        if real and os.path.realpath(sys.argv[0] or "") == real:
+            main = sys.modules.get("__main__")
+            if main is not None:
+                self._modules[real] = main.__dict__
+                return main.__dict__
+        fn = call.fn
+        while hasattr(fn, "func"):
+            fn = fn.func
+        fn = getattr(fn, "__func__", fn)
+        return getattr(fn, "__globals__", {})
+
+    def _self_for(self, spec, call: CheckpointCall):
+        from ckptlint.dynamic.torch_adapter import module_of
+        module = module_of(call.fn)
+        owner = module if module is not None else getattr(call.fn, "__self__", None)
+        cls = (spec.get("cls") or "").split(".")[-1]
+        if cls and isinstance(module, torch.nn.Module):
+            for sub in module.modules():
+                if type(sub).__name__ == cls:
+                    return sub
+        return owner
+
+    def read(self, spec, call: CheckpointCall):
+        path = spec["_path"]
+        root = path[0]
+        if root == "self":
+            value = self._self_for(spec, call)
+            if value is None:
+                return _MISSING
+        else:
+            value = self._module_globals(spec.get("file", ""), call).get(root, _MISSING)
+        for step in path[1:]:
+            if value is _MISSING:
+                break
+            value = _get(value, step)
+        return value
+
+    def snapshot(self, call: CheckpointCall, specs) -> dict[str, str]:
+        out = {}
+        for spec in specs:
+            try:
+                out[str(spec["id"])] = summarize(self.read(spec, call))
+            except Exception:
+                out[str(spec["id"])] = "<unreadable>"
+        return out

@@ -1,0 +1,33 @@
+"""Building fix edits: text insertions computed from node positions."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ckptlint.findings import Edit, Fix
+from ckptlint.source import SourceModule
+
+
+def add_keyword(module: SourceModule, call: cst.Call, keyword_text: str, message: str,
+                applicability: str = "unsafe") -> Fix | None:
+    """Append `keyword_text` (e.g. `use_reentrant=False`) as the call's last argument.
+
+    None when the call has a `**` argument, which may already carry the keyword, or no
+    arguments to attach to.
+    """
+    if not call.args or any(arg.star == "**" for arg in call.args):
+        return None
+    last = call.args[-1].value
+    end = module.span(last)[1]
+    return Fix(applicability, message, (Edit(f", {keyword_text}", end, end),))
+
+
+def add_dict_entry(module: SourceModule, mapping: cst.Dict, entry_text: str, message: str,
+                   applicability: str = "unsafe") -> Fix | None:
+    """Insert `entry_text` (e.g. `"use_reentrant": False`) first in a dict literal."""
+    if any(isinstance(element, cst.StarredDictElement) for element in mapping.elements):
+        return None
+    start = module.span(mapping)[0]
+    position = type(start)(start.row, start.column + 1)
+    text = entry_text if not mapping.elements else f"{entry_text}, "
+    return Fix(applicability, message, (Edit(text, position, position),))

@@ -1,0 +1,13 @@
+"""The rules. Each module holds one rule; the engine finds them through `RULE_CLASSES`.
+
+Listed by import path so that nothing is imported until a file needs checking.
+"""
+
+RULE_CLASSES = (
+    "ckptlint.rules.reentrant_checkpoint:ReentrantCheckpoint",
+    "ckptlint.rules.implicit_use_reentrant:ImplicitUseReentrant",
+    "ckptlint.rules.reentrant_incompatible_call:ReentrantIncompatibleCall",
+    "ckptlint.rules.hf_implicit_reentrant:HfImplicitReentrant",
+    "ckptlint.rules.determinism_check_disabled:DeterminismCheckDisabled",
+    "ckptlint.rules.unresolved_target:UnresolvedTarget",
+)
