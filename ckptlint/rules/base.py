@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterable
 
 import libcst as cst
 
@@ -21,6 +21,8 @@ class RuleContext:
     config: Config
     project: Project
     resolver: Resolver
+    # Per-run state rules share (e.g. built segments, the project binding model), by key.
+    cache: dict[str, Any] = field(default_factory=dict)
 
 
 class Rule:
