@@ -168,8 +168,20 @@ class Resolver:
             return self.element_values(self.iterated_values(binding.value, module, binding.scope,
                                                             depth + 1))
         if kind == "param":
-            return [Unknown(f"`{binding.name}` is a parameter")]
+            return self.parameter_values(binding, module, depth)
         return [Unknown(f"`{binding.name}` is bound by {kind}")]
+
+    def parameter_values(self, binding: Binding, module: SourceModule, depth: int) -> list[Value]:
+        """An annotated parameter (`model: Model`) holds an instance of a project class."""
+        param = binding.node
+        annotation = param.annotation if isinstance(param, cst.Param) else None
+        if annotation is not None:
+            classes = [value for value in self.values(annotation.annotation, module,
+                                                      binding.scope, depth + 1)
+                       if isinstance(value, ClassValue)]
+            if classes:
+                return [InstanceValue(value.cls) for value in classes]
+        return [Unknown(f"`{binding.name}` is a parameter")]
 
     def iterated_values(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
                         depth: int) -> list[Value]:
@@ -219,6 +231,8 @@ class Resolver:
         if isinstance(value, ModuleValue):
             return self.module_attribute(value.module, attr, depth)
         if isinstance(value, InstanceValue):
+            if attr == "__call__" and self.find_method(value.cls, "__call__") is None:
+                return [value]  # `module.__call__` runs the module, i.e. its forward
             return self.instance_attribute(value.cls, attr, depth)
         if isinstance(value, ClassValue):
             method = self.find_method(value.cls, attr)

@@ -22,6 +22,8 @@ class Binding:
     node: cst.CSTNode  # the binding statement or definition
     value: cst.BaseExpression | None = None  # assigned value or iterated expression
     qualname: str | None = None  # for imports: the dotted name bound
+    # Inside an if/try/loop/with of its scope: it may or may not have run.
+    conditional: bool = False
 
 
 @dataclass(eq=False)
@@ -66,12 +68,12 @@ class Scope:
     def lookup(self, name: str) -> list[Binding]:
         """Bindings that `name` may refer to from this scope (innermost scope that binds it)."""
         if name in self.global_names:
-            return self.module_scope().bindings.get(name, [])
+            return live_bindings(self.module_scope().bindings.get(name, []))
         scope: Scope | None = self
         first = True
         while scope is not None:
             if (first or scope.kind != "class") and name in scope.bindings:
-                return scope.bindings[name]
+                return live_bindings(scope.bindings[name])
             first = False
             scope = scope.parent
         return []
@@ -92,6 +94,18 @@ class Scope:
             parts.append(scope.name or f"<{scope.kind}>")
             scope = scope.parent
         return ".".join(reversed(parts))
+
+
+def live_bindings(bindings: list[Binding]) -> list[Binding]:
+    """The bindings a use may see: the last unconditional one and any conditional after it.
+
+    `try: from a import f / except ImportError: from b import f` keeps both; a plain
+    rebinding (`f = other`) replaces what came before.
+    """
+    for index in range(len(bindings) - 1, -1, -1):
+        if not bindings[index].conditional:
+            return bindings[index:]
+    return bindings
 
 
 def dotted_name(node: cst.BaseExpression | cst.CSTNode) -> str | None:
@@ -128,6 +142,8 @@ class ScopeBuilder(cst.CSTVisitor):
         self.scope_of: dict[int, Scope] = {}  # id(scoped node) -> its own scope
         self.module_scope: Scope | None = None
         self.stack: list[Scope] = []
+        # How many if/try/loop/with statements enclose the current point, per scope.
+        self.branch_depth: dict[int, int] = {}
 
     # -- scope management --------------------------------------------------------------
     @property
@@ -143,7 +159,8 @@ class ScopeBuilder(cst.CSTVisitor):
     def bind(self, name: str, kind: str, node: cst.CSTNode, value=None, qualname=None,
              scope: Scope | None = None) -> None:
         scope = scope or self.current
-        scope.bind(Binding(name, kind, scope, node, value, qualname))
+        conditional = self.branch_depth.get(id(self.current), 0) > 0
+        scope.bind(Binding(name, kind, scope, node, value, qualname, conditional))
 
     def visit_Module(self, node: cst.Module) -> None:
         self.module_scope = self.push("module", node)
@@ -224,6 +241,23 @@ class ScopeBuilder(cst.CSTVisitor):
 
     def visit_DictComp(self, node: cst.DictComp) -> bool:
         return self.visit_comprehension(node, [node.key, node.value])
+
+    # -- conditional regions --------------------------------------------------------------
+    def enter_branch(self, node: cst.CSTNode) -> None:
+        key = id(self.current)
+        self.branch_depth[key] = self.branch_depth.get(key, 0) + 1
+
+    def leave_branch(self, node: cst.CSTNode) -> None:
+        self.branch_depth[id(self.current)] -= 1
+
+    visit_If = visit_Try = visit_TryStar = visit_While = visit_With = visit_Match = enter_branch
+    leave_If = leave_Try = leave_TryStar = leave_While = leave_With = leave_Match = leave_branch
+
+    def visit_For_body(self, node: cst.For) -> None:
+        self.enter_branch(node)
+
+    def leave_For_body(self, node: cst.For) -> None:
+        self.leave_branch(node)
 
     # -- bindings ----------------------------------------------------------------------
     def bind_target(self, target: cst.BaseExpression, kind: str, node: cst.CSTNode,
