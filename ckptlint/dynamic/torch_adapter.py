@@ -595,6 +595,9 @@ def detect() -> tuple[dict[str, Any], dict[str, str]]:
 
     cf = getattr(_cp, "CheckpointFunction", None)
     checkpoint_fn = getattr(_cp, "checkpoint", None)
+    if checkpoint_fn is not None:
+        import inspect
+        checkpoint_fn = inspect.unwrap(checkpoint_fn)
     ok = (isinstance(cf, type) and issubclass(cf, torch.autograd.Function)
           and checkpoint_fn is not None and "CheckpointFunction" in checkpoint_fn.__code__.co_names
           and cf.forward.__code__.co_varnames[:3] == ("ctx", "run_function", "preserve_rng_state"))

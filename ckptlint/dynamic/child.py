@@ -1,0 +1,51 @@
+"""Child-side entry: called by the generated sitecustomize once `torch` has been imported.
+
+Environment (set by the parent, see runner.py):
+  CKPTLINT_DYNAMIC_OUT         JSON-lines file the observations are appended to
+  CKPTLINT_DYNAMIC_PLAN        JSON file with the state specs to watch (optional)
+  CKPTLINT_DYNAMIC_REPLAY_NOW  "1" to rerun each segment right after its forward
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+_done = False
+
+
+def install() -> None:
+    global _done
+    if _done:
+        return
+    _done = True
+    out = os.environ.get("CKPTLINT_DYNAMIC_OUT")
+    if not out:
+        return
+    plan = {}
+    plan_path = os.environ.get("CKPTLINT_DYNAMIC_PLAN")
+    if plan_path:
+        try:
+            with open(plan_path, encoding="utf-8") as handle:
+                plan = json.load(handle)
+        except (OSError, ValueError):
+            plan = {}
+    try:
+        from ckptlint.dynamic import torch_adapter
+        from ckptlint.dynamic.observer import add_observer
+        from ckptlint.dynamic.recorder import Recorder, start_event
+        recorder = Recorder(out, plan)
+        features, errors = torch_adapter.install(
+            replay_now=os.environ.get("CKPTLINT_DYNAMIC_REPLAY_NOW") == "1")
+        add_observer(recorder)
+        recorder.emit(start_event(features, errors))
+    except Exception as exc:  # never break the user's program
+        try:
+            with open(out, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"ev": "start", "pid": os.getpid(), "features": {},
+                                         "errors": {"all": f"ckptlint watcher failed to "
+                                                           f"install: {exc!r}"}}) + "\n")
+        except OSError:
+            pass
+        print(f"ckptlint: watcher failed to install: {exc!r}", file=sys.stderr)

@@ -1,0 +1,136 @@
+"""Run the user's command as a watched child process (parent side; no torch here)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ckptlint.dynamic.bootstrap import write_bootstrap
+from ckptlint.dynamic.verdicts import Observations, RunInfo
+
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass
+class WatchedRun:
+    info: RunInfo
+    observations: Observations
+    seconds: float
+
+
+def _pump(stream, sink, tail: collections.deque | None):
+    try:
+        for chunk in iter(lambda: stream.readline(), b""):
+            try:
+                sink.write(chunk.decode("utf-8", "replace"))
+                sink.flush()
+            except (ValueError, OSError):
+                pass
+            if tail is not None:
+                tail.append(chunk)
+    finally:
+        stream.close()
+
+
+def _count(path: str) -> tuple[int, int]:
+    calls, sites = 0, set()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if '"ev": "call"' in line:
+                    calls += 1
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    site = event.get("site")
+                    sites.add(tuple(site[:2]) if site else None)
+    except OSError:
+        pass
+    return calls, len(sites)
+
+
+def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
+                replay_now: bool = False, timeout: float | None = None,
+                progress: Callable[[str], None] | None = None, progress_every: float = 10.0,
+                output=None, env: dict[str, str] | None = None) -> WatchedRun:
+    """Run `command` with the watcher installed; its stdout and stderr go to `output`
+    (default: our stderr, so that our stdout holds only the verdicts)."""
+    output = output if output is not None else sys.stderr
+    workdir = tempfile.mkdtemp(prefix="ckptlint-dynamic-")
+    out_path = os.path.join(workdir, "observations.jsonl")
+    plan_path = os.path.join(workdir, "plan.json")
+    boot = os.path.join(workdir, "boot")
+    os.mkdir(boot)
+    write_bootstrap(boot)
+    with open(plan_path, "w", encoding="utf-8") as handle:
+        json.dump(plan or {}, handle)
+    child_env = dict(os.environ if env is None else env)
+    existing = child_env.get("PYTHONPATH")
+    child_env["PYTHONPATH"] = boot + (os.pathsep + existing if existing else "")
+    child_env["CKPTLINT_DYNAMIC_OUT"] = out_path
+    child_env["CKPTLINT_DYNAMIC_PLAN"] = plan_path
+    child_env["CKPTLINT_DYNAMIC_ROOT"] = PACKAGE_ROOT
+    child_env["CKPTLINT_DYNAMIC_REPLAY_NOW"] = "1" if replay_now else "0"
+    info = RunInfo()
+    tail: collections.deque = collections.deque(maxlen=200)
+    start = time.monotonic()
+    try:
+        try:
+            proc = subprocess.Popen(list(command), env=child_env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as error:
+            info.start_error = f"{command[0]}: {error.strerror or error}"
+            return WatchedRun(info, Observations.load(out_path), 0.0)
+        pumps = [threading.Thread(target=_pump, args=(proc.stdout, output, None), daemon=True),
+                 threading.Thread(target=_pump, args=(proc.stderr, output, tail), daemon=True)]
+        for pump in pumps:
+            pump.start()
+        next_progress = start + progress_every
+        while True:
+            try:
+                proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if timeout is not None and now - start > timeout:
+                info.timed_out = True
+                _stop(proc)
+                break
+            if progress is not None and now >= next_progress:
+                calls, sites = _count(out_path)
+                progress(f"ckptlint: {now - start:.0f} s, {sites} checkpoint sites seen, "
+                         f"{calls} calls watched")
+                next_progress = now + progress_every
+        for pump in pumps:
+            pump.join(timeout=5)
+        info.returncode = proc.returncode
+        text = b"".join(tail).decode("utf-8", "replace").rstrip().splitlines()
+        info.stderr_tail = "\n".join(text[-15:])
+        return WatchedRun(info, Observations.load(out_path), time.monotonic() - start)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

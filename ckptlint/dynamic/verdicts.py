@@ -1,0 +1,490 @@
+"""Join runtime observations with static findings and give each a verdict (no torch here).
+
+Verdict meanings are fixed by DESIGN.md ("JSON output"): confirmed, cleared, unexercised,
+static-only, error. Calls are joined to a finding through the call site (file, row) or, for
+calls made from library code (checkpoint_wrapper, checkpoint_sequential, transformers layers)
+whose site is no known checkpoint site, through the checkpointed function's code object.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ckptlint.findings import Finding, Position, SiteRef, TargetRef
+
+STATIC_ONLY = {"CKP105", "CKP901", "CKP902", "CKP999", "CKP502"}
+REENTRANT_CODES = {"CKP101", "CKP102", "CKP103", "CKP104"}
+SIDE_EFFECT_CODES = {"CKP401"}
+STATE_CODES = {"CKP201", "CKP204", "CKP401"}
+# Everything else (CKP2xx, CKP3xx, CKP501) is judged by comparing forward and replay.
+
+Key = tuple[str, int]   # (realpath, row)
+
+
+def real(filename: str) -> str:
+    return os.path.realpath(filename)
+
+
+def code_rows(filename: str, first_line: int) -> set[int]:
+    """The first line of a code object and its `def` line (decorated functions differ)."""
+    rows = {first_line}
+    for row in range(first_line, first_line + 50):
+        text = linecache.getline(filename, row).lstrip()
+        if not text:
+            continue
+        if text.startswith(("def ", "async def ", "class ")):
+            rows.add(row)
+            break
+    return rows
+
+
+# --------------------------------------------------------------------------- observations
+
+@dataclass
+class CallObs:
+    key: tuple[int, int]
+    mode: str
+    site: tuple[str, int, int] | None
+    targets: list[tuple[str, int, str]]
+    grad: bool = True
+    preserve_rng_state: bool = True
+    inputs_require_grad: bool = True
+    params: int | None = None
+    specs: list[int] = field(default_factory=list)
+    passes: dict[str, int] = field(default_factory=dict)
+    early_stops: int = 0
+    compares: list[dict[str, Any]] = field(default_factory=list)
+    states: list[tuple[str, dict[str, list]]] = field(default_factory=list)
+    devices: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def site_key(self) -> Key | None:
+        return (self.site[0], self.site[1]) if self.site else None
+
+    def target_keys(self) -> set[Key]:
+        keys = set()
+        for filename, first, _ in self.targets:
+            for row in code_rows(filename, first):
+                keys.add((filename, row))
+        return keys
+
+    @property
+    def qualname(self) -> str:
+        return self.targets[0][2] if self.targets else "the checkpointed function"
+
+
+@dataclass
+class Observations:
+    calls: dict[tuple[int, int], CallObs] = field(default_factory=dict)
+    not_watched: list[tuple[Any, str]] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    started: bool = False      # the watcher installed in some process (torch was imported)
+
+    @classmethod
+    def load(cls, path: str) -> Observations:
+        obs = cls()
+        try:
+            handle = open(path, encoding="utf-8", errors="replace")
+        except OSError:
+            return obs
+        with handle:
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue    # a line cut by a crash
+                obs.add(event)
+        return obs
+
+    def add(self, event: dict[str, Any]) -> None:
+        kind = event.get("ev")
+        pid = event.get("pid", 0)
+        if kind == "start":
+            self.started = True
+            for mode, reason in (event.get("errors") or {}).items():
+                self.errors.setdefault(mode, reason)
+        elif kind == "call":
+            site = event.get("site")
+            self.calls[(pid, event["id"])] = CallObs(
+                key=(pid, event["id"]), mode=event.get("mode", "non-reentrant"),
+                site=tuple(site) if site else None,
+                targets=[tuple(t) for t in event.get("targets") or ()],
+                grad=event.get("grad", True),
+                preserve_rng_state=event.get("preserve_rng_state", True),
+                inputs_require_grad=event.get("inputs_require_grad", True),
+                params=event.get("params"), specs=list(event.get("specs") or ()))
+        elif kind == "pass":
+            call = self.calls.get((pid, event.get("call")))
+            if call is None:
+                return
+            phase = event.get("phase", "forward")
+            call.passes[phase] = call.passes.get(phase, 0) + 1
+            call.early_stops += bool(event.get("early_stop"))
+            call.states.append((phase, event.get("state") or {}))
+            call.devices.update(event.get("devices") or ())
+            if event.get("error"):
+                call.errors.append(f"{phase}: {event['error']}")
+        elif kind == "compare":
+            call = self.calls.get((pid, event.get("call")))
+            if call is not None:
+                call.compares.append(event)
+        elif kind == "not_watched":
+            site = event.get("site")
+            self.not_watched.append((tuple(site) if site else None, event.get("reason", "")))
+
+
+# --------------------------------------------------------------------------- state specs
+
+_BACKTICK = re.compile(r"`([^`]+)`")
+_SIMPLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$")
+
+
+def state_name(finding: Finding) -> str | None:
+    """The state a CKP201/204/401 finding names: `extra["name"]`, else the first simple
+    name in backticks in its message (`SCALE`, `self.cache`, `STATS["n"]`)."""
+    for key in ("state", "name"):
+        value = finding.extra.get(key) if finding.extra else None
+        if isinstance(value, str) and _SIMPLE.match(value):
+            return value
+    for candidate in _BACKTICK.findall(finding.message):
+        candidate = candidate.strip()
+        for suffix in (".append", ".extend", ".update", ".add", ".pop", ".clear",
+                       ".insert", ".setdefault", ".add_", ".copy_", ".mul_", ".zero_"):
+            if candidate.endswith(suffix):
+                candidate = candidate[: -len(suffix)]
+        if _SIMPLE.match(candidate) and candidate not in {"self", "torch", "True", "False", "None"}:
+            return candidate
+    return None
+
+
+def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, Any]:
+    """What the child should read around each pass: one spec per state-naming finding."""
+    specs = []
+    for index, finding in enumerate(findings):
+        if finding.code not in STATE_CODES:
+            continue
+        name = state_name(finding)
+        if name is None:
+            continue
+        targets = []
+        if finding.target is not None:
+            targets.append([real(finding.target.filename), finding.target.row])
+        cls = None
+        if finding.chain:
+            last = finding.chain[-1]
+            cls = last.rsplit(".", 1)[0] if "." in last else None
+        specs.append({
+            "id": index, "expr": name, "file": real(finding.filename), "cls": cls,
+            "targets": targets,
+            "site": [real(finding.site.filename), finding.site.row] if finding.site else None,
+        })
+    return {"specs": specs}
+
+
+# --------------------------------------------------------------------------- verdicts
+
+@dataclass
+class RunInfo:
+    """How the watched command ended."""
+
+    returncode: int | None = None
+    start_error: str | None = None
+    timed_out: bool = False
+    stderr_tail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.start_error is not None or self.timed_out or self.returncode not in (0, None)
+
+    def describe(self) -> str:
+        if self.start_error:
+            return f"the command could not start ({self.start_error})"
+        if self.timed_out:
+            return "the command was stopped at the time limit"
+        if self.returncode not in (0, None):
+            return f"the command exited with status {self.returncode}"
+        return "the command finished"
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def _where(key: Key | tuple | None) -> str:
+    if not key:
+        return "an unknown site"
+    return f"{_short(key[0])}:{key[1]}"
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
+class Judge:
+    def __init__(self, findings: Sequence[Finding], observations: Observations,
+                 sites: Iterable = (), run: RunInfo | None = None,
+                 plan: dict[str, Any] | None = None):
+        self.findings = list(findings)
+        self.obs = observations
+        self.run = run or RunInfo()
+        self.sites = list(sites)
+        self.plan = plan or build_plan(self.findings, self.sites)
+        self.spec_by_finding = {id(self.findings[s["id"]]): s for s in self.plan.get("specs", [])
+                                if 0 <= s["id"] < len(self.findings)}
+        self.known_sites: set[Key] = {(real(r.site.filename), r.site.row) for r in self.sites}
+        for f in self.findings:
+            if f.site is not None:
+                self.known_sites.add((real(f.site.filename), f.site.row))
+        self._target_cache: dict[tuple[int, int], set[Key]] = {}
+        self.explained: set[tuple[int, int]] = set()
+
+    # -- matching
+    def _targets(self, call: CallObs) -> set[Key]:
+        cached = self._target_cache.get(call.key)
+        if cached is None:
+            cached = self._target_cache[call.key] = call.target_keys()
+        return cached
+
+    def finding_keys(self, finding: Finding) -> tuple[set[Key], set[Key]]:
+        """(site keys, target keys) of the sites that reach a finding."""
+        site_keys: set[Key] = set()
+        target_keys: set[Key] = set()
+        if finding.site is not None:
+            site_keys.add((real(finding.site.filename), finding.site.row))
+        if finding.target is not None:
+            target_keys.add((real(finding.target.filename), finding.target.row))
+        for record in self.sites:
+            rkey = (real(record.site.filename), record.site.row)
+            rtargets = {(real(t.filename), t.row) for t in record.targets}
+            if rkey in site_keys:
+                target_keys |= rtargets
+            elif finding.chain and rtargets & target_keys:
+                site_keys.add(rkey)     # another site reaching the same segment
+        return site_keys, target_keys
+
+    def matched_calls(self, finding: Finding) -> tuple[list[CallObs], set[Key]]:
+        site_keys, target_keys = self.finding_keys(finding)
+        out = []
+        for call in self.obs.calls.values():
+            key = call.site_key
+            if key in site_keys:
+                out.append(call)
+            elif key not in self.known_sites and target_keys and self._targets(call) & target_keys:
+                out.append(call)
+        return out, site_keys
+
+    # -- one finding
+    def judge(self, finding: Finding) -> Finding:
+        if finding.code in STATIC_ONLY:
+            return finding.with_verdict("static-only", "this rule has no runtime check")
+        calls, site_keys = self.matched_calls(finding)
+        if not calls:
+            return self._no_calls(finding, site_keys)
+        if finding.code in REENTRANT_CODES:
+            return self._reentrant(finding, calls)
+        for call in calls:
+            self.explained.add(call.key)
+        return self._replay(finding, calls, site_keys)
+
+    def _no_calls(self, finding: Finding, site_keys: set[Key]) -> Finding:
+        reasons = [reason for _, reason in self.obs.not_watched]
+        if reasons:
+            where = next((s for s, _ in self.obs.not_watched if s), None)
+            at = f" (at {_where(where)})" if where else ""
+            return finding.with_verdict("error", f"not watched: {reasons[0]}{at}")
+        if self.obs.errors:
+            mode = "reentrant" if finding.code in REENTRANT_CODES else None
+            reason = (self.obs.errors.get(mode) if mode else None) or \
+                self.obs.errors.get("all") or next(iter(self.obs.errors.values()))
+            return finding.with_verdict("error", f"not watched: {reason}")
+        where = _where(next(iter(site_keys), None))
+        if self.run.start_error:
+            return finding.with_verdict("unexercised", f"{self.run.describe()}; "
+                                                       f"{where} never ran")
+        if not self.obs.started:
+            tail = f"; {self.run.describe()}" if self.run.failed else ""
+            return finding.with_verdict("unexercised",
+                                        f"the command never imported torch{tail}")
+        suffix = f" ({self.run.describe()})" if self.run.failed else ""
+        return finding.with_verdict("unexercised",
+                                    f"the checkpoint at {where} was never called{suffix}")
+
+    def _reentrant(self, finding: Finding, calls: list[CallObs]) -> Finding:
+        reentrant = [c for c in calls if c.mode == "reentrant"]
+        if reentrant:
+            where = _where(reentrant[0].site_key)
+            text = (f"{reentrant[0].qualname}() at {where} ran in reentrant mode "
+                    f"(CheckpointFunction) {_times(len(reentrant))}")
+            damage = [c for c in reentrant if not c.inputs_require_grad and c.grad]
+            if damage:
+                params = damage[0].params
+                what = (f"its {params} parameters got no gradient" if params else
+                        "parameters used inside got no gradient")
+                text += (f"; {_times(len(damage))} no input required grad, so the replay never "
+                         f"ran and {what}")
+            errors = [e for c in reentrant for e in c.errors]
+            if errors:
+                text += f"; {errors[0]}"
+            return finding.with_verdict("confirmed", text)
+        replayed = [c for c in calls if c.compares]
+        if replayed:
+            return finding.with_verdict(
+                "cleared", f"{calls[0].qualname}() at {_where(calls[0].site_key)} ran "
+                           f"non-reentrant {_times(len(calls))}")
+        return finding.with_verdict(
+            "unexercised", f"{calls[0].qualname}() ran {_times(len(calls))} in non-reentrant "
+                           "mode but never replayed")
+
+    def _state_text(self, finding: Finding, calls: list[CallObs]) -> tuple[str | None, bool, bool]:
+        """(evidence about the named state, changed between passes, changed again in replay)."""
+        spec = self.spec_by_finding.get(id(finding))
+        if spec is None:
+            return None, False, False
+        sid, name = str(spec["id"]), spec["expr"]
+        between = again = None
+        forward_changed = None
+        unreadable = True
+        for call in calls:
+            last_forward = None
+            for phase, state in call.states:
+                pair = state.get(sid)
+                if not pair:
+                    continue
+                if pair[0] != "<unreadable>" or pair[1] != "<unreadable>":
+                    unreadable = False
+                if phase == "forward":
+                    last_forward = pair
+                    if pair[0] != pair[1] and forward_changed is None:
+                        forward_changed = pair
+                elif last_forward is not None:
+                    if last_forward[1] != pair[0] and between is None:
+                        between = (last_forward[1], pair[0])
+                    if pair[0] != pair[1] and forward_changed is not None and again is None:
+                        again = (forward_changed, pair)
+        if unreadable and not any(sid in st for c in calls for _, st in c.states):
+            return None, False, False
+        if unreadable:
+            return f"`{name}` could not be read", False, False
+        if again is not None:
+            (f0, f1), (r0, r1) = again
+            return (f"`{name}` changed in the forward ({f0} → {f1}) and again in the replay "
+                    f"({r0} → {r1})"), between is not None, True
+        if between is not None:
+            return (f"`{name}` changed between forward and backward ({between[0]} → "
+                    f"{between[1]})"), True, False
+        if forward_changed is not None:
+            return (f"`{name}` changed in the forward ({forward_changed[0]} → "
+                    f"{forward_changed[1]}) but not in the replay"), False, False
+        return f"`{name}` did not change between forward and replay", False, False
+
+    def _replay(self, finding: Finding, calls: list[CallObs], site_keys: set[Key]) -> Finding:
+        compared = [c for c in calls if c.compares]
+        state_text, _, again = self._state_text(finding, calls)
+        diverged = [(c, cmp) for c in compared for cmp in c.compares if cmp.get("matters")]
+        n_compares = sum(len(c.compares) for c in compared)
+        if finding.code in SIDE_EFFECT_CODES and again:
+            call = next(c for c in calls if c.compares) if compared else calls[0]
+            return finding.with_verdict(
+                "confirmed", f"replay of {call.qualname}() at {_where(call.site_key)}: "
+                             f"{state_text}")
+        if diverged:
+            call, cmp = diverged[0]
+            text = f"{_phase_name(cmp)} of {call.qualname}() at {_where(call.site_key)} {cmp['text']}"
+            if state_text:
+                text += f": {state_text}"
+            if len(diverged) > 1 or n_compares > 1:
+                text += f" ({len(diverged)} of {n_compares} replays diverged)"
+            return finding.with_verdict("confirmed", text)
+        if not compared:
+            call = calls[0]
+            forwards = sum(c.passes.get("forward", 0) for c in calls)
+            text = (f"{call.qualname}() at {_where(call.site_key)} ran forward "
+                    f"{_times(forwards)} but never replayed (no backward")
+            text += "; run with --replay-now to replay right away)" if not any(
+                c.passes.get("replay_now") for c in calls) else ")"
+            return finding.with_verdict("unexercised", text)
+        missing = []
+        if not any(c.site_key not in self.known_sites for c in compared):
+            seen = {c.site_key for c in compared}
+            missing = sorted(k for k in site_keys if k not in seen)
+        sites_seen = sorted({c.site_key for c in compared if c.site_key}, key=str)
+        where = ", ".join(_where(k) for k in sites_seen) or "the site"
+        minor = next((cmp for c in compared for cmp in c.compares if not cmp.get("match")), None)
+        if missing:
+            return finding.with_verdict(
+                "unexercised", f"replay matched the forward {_times(n_compares)} at {where}, "
+                               f"but {_where(missing[0])} never ran a replay")
+        text = f"replay matched the forward {_times(n_compares)} at {where}"
+        if finding.code in SIDE_EFFECT_CODES and state_text:
+            text = f"{text}; {state_text}"
+            if any(c.early_stops for c in compared):
+                text += " (early stop ended the replay before it)"
+        elif state_text:
+            text += f"; {state_text}"
+        if minor is not None:
+            text += f"; {minor['text']}, which feeds nothing saved"
+        return finding.with_verdict("cleared", text)
+
+    # -- CKP501
+    def divergences_without_finding(self, enabled: bool = True) -> list[Finding]:
+        if not enabled:
+            return []
+        groups: dict[tuple, list[tuple[CallObs, dict]]] = {}
+        for call in self.obs.calls.values():
+            if call.key in self.explained:
+                continue
+            for cmp in call.compares:
+                if cmp.get("matters"):
+                    groups.setdefault((call.site, tuple(call.targets[:1])), []).append((call, cmp))
+        out = []
+        for (site, targets), items in groups.items():
+            call, cmp = items[0]
+            total = sum(len(c.compares) for c in self.obs.calls.values()
+                        if (c.site, tuple(c.targets[:1])) == (site, targets))
+            filename = _short(site[0]) if site else (_short(targets[0][0]) if targets else "?")
+            row, column = (site[1], site[2]) if site else ((targets[0][1], 1) if targets else (1, 1))
+            target = TargetRef(_short(targets[0][0]), targets[0][1], targets[0][2]) if targets else None
+            evidence = f"{_phase_name(cmp)} of {call.qualname}() at {filename}:{row} {cmp['text']}"
+            if total > 1:
+                evidence += f" ({len(items)} of {total} replays diverged)"
+            out.append(Finding(
+                code="CKP501",
+                message=f"replay of `{call.qualname}` diverged from its forward and no static "
+                        "finding explains it",
+                filename=filename, start=Position(row, column), end=Position(row, column),
+                site=SiteRef(filename, row, column), chain=(), target=target,
+                verdict="confirmed", evidence=evidence))
+        return out
+
+
+def _phase_name(cmp: dict[str, Any]) -> str:
+    return "immediate rerun (--replay-now)" if cmp.get("phase") == "replay_now" else "replay"
+
+
+def judge_all(findings: Sequence[Finding], observations: Observations, sites: Iterable = (),
+              run: RunInfo | None = None, plan: dict[str, Any] | None = None,
+              ckp501: bool = True) -> list[Finding]:
+    """Every finding with a verdict, plus CKP501 findings, sorted like static output."""
+    judge = Judge(findings, observations, sites, run, plan)
+    judged = [judge.judge(f) for f in findings]
+    judged += judge.divergences_without_finding(ckp501)
+    judged.sort(key=lambda f: f.sort_key)
+    return judged
+
+
+def exit_status(findings: Sequence[Finding], run: RunInfo) -> int:
+    if any(f.verdict == "confirmed" for f in findings):
+        return 1
+    if run.failed:
+        return 2
+    return 0
