@@ -14,6 +14,13 @@ from ckptlint.findings import Finding
 FORMATS: dict[str, str] = {
     "text": "ckptlint.output.text",
     "json": "ckptlint.output.json_format",
+    "concise": "ckptlint.output.concise",
+    "full": "ckptlint.output.full",
+    "grouped": "ckptlint.output.grouped",
+    "json-lines": "ckptlint.output.json_lines",
+    "sarif": "ckptlint.output.sarif",
+    "github": "ckptlint.output.github",
+    "pylint": "ckptlint.output.pylint_format",
 }
 
 

@@ -1,0 +1,39 @@
+"""Helpers shared by several output formats (severity names, fixability, summaries)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ckptlint.catalogue import rule_info
+from ckptlint.findings import Finding
+from ckptlint.output import OutputContext
+
+SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def is_fixable(finding: Finding, context: OutputContext) -> bool:
+    """Whether `--fix` would apply this finding's fix under the current settings.
+
+    Safe fixes always count; unsafe ones only when `--unsafe-fixes` is given
+    (`context.extra["unsafe_fixes"]`), as in ruff.
+    """
+    fix = finding.fix
+    if fix is None:
+        return False
+    return fix.applicability == "safe" or bool(context.extra.get("unsafe_fixes"))
+
+
+def fix_marker(finding: Finding, context: OutputContext) -> str:
+    return "[*] " if is_fixable(finding, context) else ""
+
+
+def statistics(findings: list[Finding], context: OutputContext) -> list[dict]:
+    """One row per code: count, name, fixable count; most frequent first."""
+    counts = Counter(f.code for f in findings)
+    fixable = Counter(f.code for f in findings if is_fixable(f, context))
+    rows = [{"code": code, "name": rule_info(code).name, "count": count,
+             "fixable": fixable[code]}
+            for code, count in counts.items()]
+    rows.sort(key=lambda row: (-row["count"], row["code"]))
+    return rows
