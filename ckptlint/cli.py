@@ -76,10 +76,23 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: CPU count).")
+# Integrations (fixes, suppression tools, reports): handled in ckptlint/check_run.py.
+@click.option("--fix", is_flag=True, help="Apply safe fixes (with --unsafe-fixes: unsafe too).")
+@click.option("--unsafe-fixes", is_flag=True,
+              help="Offer unsafe fixes (they change behaviour); applied with --fix.")
+@click.option("--diff", is_flag=True,
+              help="Print the fixes as a unified diff and write nothing (exit 1 if any).")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="Exit 1 when --fix changed something, even if nothing is left.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every reported line.")
+@click.option("--statistics", "show_statistics", is_flag=True,
+              help="Print a count per code instead of the findings.")
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False),
+              help="Write the report to this file instead of stdout.")
 def check(paths: tuple[str, ...], output_format: str, select, extend_select, ignore,
           extend_exclude, force_exclude: bool, config_file: str | None,
           stdin_filename: str | None, exit_zero: bool, ignore_noqa: bool, no_cache: bool,
-          jobs: int | None) -> None:
+          jobs: int | None, **integration) -> None:
     """Lint PATHS (files or folders; `-` reads stdin)."""
     from ckptlint.engine import lint
 
@@ -96,7 +109,16 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
     except ConfigError as error:
         click.echo(f"ckptlint: error: {error}", err=True)
         sys.exit(2)
-    context = OutputContext(read_source=result.sources.get,
-                            color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    click.echo(render(output_format, result.findings, context), nl=False)
-    sys.exit(1 if result.findings and not exit_zero else 0)
+    from ckptlint.check_run import CheckOptions, run_check
+
+    if integration["add_noqa"] and (integration["fix"] or integration["diff"]):
+        click.echo("ckptlint: error: --add-noqa cannot be combined with --fix or --diff",
+                   err=True)
+        sys.exit(2)
+    options = CheckOptions(path_list, config, output_format, force_exclude, stdin_text,
+                           stdin_filename, ignore_noqa, exit_zero=exit_zero, **integration)
+    try:
+        sys.exit(run_check(result, options))
+    except ConfigError as error:
+        click.echo(f"ckptlint: error: {error}", err=True)
+        sys.exit(2)
