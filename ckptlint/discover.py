@@ -63,8 +63,13 @@ class Discovery:
     explicit: set[Path]
 
 
-def is_excluded(path: Path, config: Config) -> bool:
-    if any(part in config.default_excludes for part in path.parts):
+def is_excluded(path: Path, config: Config, base: Path | None = None) -> bool:
+    """Excluded by a default folder name (below `base`, the folder being walked) or a glob."""
+    try:
+        parts = path.relative_to(base).parts if base is not None else path.parts
+    except ValueError:
+        parts = path.parts
+    if any(part in config.default_excludes for part in parts):
         return True
     relative = relative_posix(path, config.root)
     if relative is None:
@@ -81,16 +86,18 @@ def discover(paths: list[str], config: Config, force_exclude: bool = False) -> D
         if not os.path.lexists(path):
             raise ConfigError(f"{given}: no such file or directory")
         if path.is_dir():
-            files.extend(walk(path, config))
+            walked = walk(path, config)
+            # A folder named explicitly is linted even when git ignores the folder itself.
+            ignored = git_ignored([path, *walked])
+            if path not in ignored:
+                walked = [f for f in walked if f not in ignored]
+            files.extend(walked)
         else:
             if force_exclude and is_excluded(path, config):
                 continue
             files.append(path)
             explicit.add(path)
-    unique = list(dict.fromkeys(files))
-    walked = [f for f in unique if f not in explicit]
-    ignored = git_ignored(walked)
-    return Discovery([f for f in unique if f not in ignored], explicit)
+    return Discovery(list(dict.fromkeys(files)), explicit)
 
 
 def walk(folder: Path, config: Config) -> list[Path]:
@@ -116,7 +123,7 @@ def walk(folder: Path, config: Config) -> list[Path]:
                 is_dir = entry.is_dir()
             except OSError:
                 continue
-            if is_excluded(path, config):
+            if is_excluded(path, config, folder):
                 continue
             if is_dir:
                 visit(path)

@@ -11,6 +11,8 @@ from typing import Union
 
 import libcst as cst
 
+from ckptlint.walk import Visitor
+
 from ckptlint.project import Project
 from ckptlint.scopes import Binding, Scope, dotted_name
 from ckptlint.source import SourceModule
@@ -371,7 +373,7 @@ class Resolver:
     def returned_values(self, function: FunctionValue, depth: int) -> list[Value]:
         """What a project function returns, when it returns names of nested defs (factories)."""
         collector = ReturnCollector()
-        function.node.body.visit(collector)
+        collector.walk(function.node.body)
         if not collector.returns:
             return [Unknown(f"`{function.qualname}` returns nothing the linter can follow")]
         results: list[Value] = []
@@ -435,7 +437,7 @@ class Resolver:
         return list(unique.values()), reasons
 
 
-class SelfAssignmentCollector(cst.CSTVisitor):
+class SelfAssignmentCollector(Visitor):
     """Collects `self.X = value` in one method (nested functions and classes excluded)."""
 
     def __init__(self, module: SourceModule) -> None:
@@ -450,7 +452,7 @@ class SelfAssignmentCollector(cst.CSTVisitor):
             return
         self.self_name = params[0].name.value
         self.scope = self.module.scopes.scope_of[id(method)]
-        method.body.visit(self)
+        self.walk(method.body)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -475,7 +477,7 @@ class SelfAssignmentCollector(cst.CSTVisitor):
             self.found.setdefault(target.attr.value, []).append((value, self.scope))
 
 
-class ReturnCollector(cst.CSTVisitor):
+class ReturnCollector(Visitor):
     """`return` values of one function body (nested functions excluded)."""
 
     def __init__(self) -> None:

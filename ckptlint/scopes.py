@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import libcst as cst
 
+from ckptlint.walk import Visitor
+
 
 @dataclass(eq=False)
 class Binding:
@@ -133,7 +135,7 @@ def resolve_relative(module_name: str, is_package: bool, level: int, target: str
 DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
 
 
-class ScopeBuilder(cst.CSTVisitor):
+class ScopeBuilder(Visitor):
     """Builds the scope tree of one module and remembers the scope of every scoped node."""
 
     def __init__(self, module_name: str, is_package: bool) -> None:
@@ -170,12 +172,12 @@ class ScopeBuilder(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         for decorator in node.decorators:
-            decorator.visit(self)
+            self.walk(decorator)
         self.visit_parameter_defaults(node.params)
         self.bind(node.name.value, "def", node)
         scope = self.push("function", node, node.name.value)
         self.bind_parameters(node.params, node, scope)
-        node.body.visit(self)
+        self.walk(node.body)
         self.stack.pop()
         return False
 
@@ -183,25 +185,25 @@ class ScopeBuilder(cst.CSTVisitor):
         self.visit_parameter_defaults(node.params)
         scope = self.push("lambda", node, "<lambda>")
         self.bind_parameters(node.params, node, scope)
-        node.body.visit(self)
+        self.walk(node.body)
         self.stack.pop()
         return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         for decorator in node.decorators:
-            decorator.visit(self)
+            self.walk(decorator)
         for arg in (*node.bases, *node.keywords):
-            arg.visit(self)
+            self.walk(arg)
         self.bind(node.name.value, "class", node)
         self.push("class", node, node.name.value)
-        node.body.visit(self)
+        self.walk(node.body)
         self.stack.pop()
         return False
 
     def visit_parameter_defaults(self, params: cst.Parameters) -> None:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             if param.default is not None:
-                param.default.visit(self)
+                self.walk(param.default)
 
     def bind_parameters(self, params: cst.Parameters, owner: cst.CSTNode, scope: Scope) -> None:
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
@@ -213,20 +215,20 @@ class ScopeBuilder(cst.CSTVisitor):
 
     def visit_comprehension(self, node, elements: list[cst.CSTNode]) -> bool:
         for_in = node.for_in
-        for_in.iter.visit(self)  # the first iterable is evaluated in the enclosing scope
+        self.walk(for_in.iter)  # the first iterable is evaluated in the enclosing scope
         self.push("comprehension", node, "<comprehension>")
         clause: cst.CompFor | None = for_in
         first = True
         while clause is not None:
             if not first:
-                clause.iter.visit(self)
+                self.walk(clause.iter)
             first = False
             self.bind_target(clause.target, "for", clause, clause.iter)
             for condition in clause.ifs:
-                condition.visit(self)
+                self.walk(condition)
             clause = clause.inner_for_in
         for element in elements:
-            element.visit(self)
+            self.walk(element)
         self.stack.pop()
         return False
 
@@ -253,11 +255,6 @@ class ScopeBuilder(cst.CSTVisitor):
     visit_If = visit_Try = visit_TryStar = visit_While = visit_With = visit_Match = enter_branch
     leave_If = leave_Try = leave_TryStar = leave_While = leave_With = leave_Match = leave_branch
 
-    def visit_For_body(self, node: cst.For) -> None:
-        self.enter_branch(node)
-
-    def leave_For_body(self, node: cst.For) -> None:
-        self.leave_branch(node)
 
     # -- bindings ----------------------------------------------------------------------
     def bind_target(self, target: cst.BaseExpression, kind: str, node: cst.CSTNode,
@@ -319,8 +316,15 @@ class ScopeBuilder(cst.CSTVisitor):
         if isinstance(node.target, cst.Name):
             self.bind(node.target.value, "walrus", node, node.value, scope=scope)
 
-    def visit_For(self, node: cst.For) -> None:
+    def visit_For(self, node: cst.For) -> bool:
+        self.walk(node.iter)
         self.bind_target(node.target, "for", node, node.iter)
+        self.enter_branch(node)
+        self.walk(node.body)
+        if node.orelse is not None:
+            self.walk(node.orelse)
+        self.leave_branch(node)
+        return False
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
@@ -362,5 +366,5 @@ class ScopeBuilder(cst.CSTVisitor):
 
 def build_scopes(module: cst.Module, module_name: str, is_package: bool) -> ScopeBuilder:
     builder = ScopeBuilder(module_name, is_package)
-    module.visit(builder)
+    builder.walk(module)
     return builder

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ckptlint.walk import Visitor
+
 from ckptlint import apis
 from ckptlint.apis import CheckpointApi
 from ckptlint.findings import SiteRef, TargetRef
@@ -104,7 +106,7 @@ class ApiRef:
     partials: tuple[tuple[cst.Call, Scope], ...] = ()
 
 
-class SiteFinder(cst.CSTVisitor):
+class SiteFinder(Visitor):
     """Walks one module with its scopes and collects the sites."""
 
     def __init__(self, module: SourceModule, resolver: Resolver,
@@ -389,7 +391,7 @@ def bool_value(expr: cst.BaseExpression) -> bool | None:
 def find_sites(module: SourceModule, resolver: Resolver, table: dict[str, CheckpointApi],
                segment_bases: tuple[str, ...]) -> list[Site]:
     finder = SiteFinder(module, resolver, table, segment_bases)
-    module.tree.visit(finder)
+    finder.walk(module.tree)
     return finder.sites
 
 
@@ -462,11 +464,11 @@ def isinstance_classes(function: FunctionValue, resolver: Resolver) -> list[Clas
 
 def iter_calls(node: cst.CSTNode):
     collector = CallCollector()
-    node.visit(collector)
+    collector.walk(node)
     return collector.calls
 
 
-class CallCollector(cst.CSTVisitor):
+class CallCollector(Visitor):
     def __init__(self) -> None:
         self.calls: list[cst.Call] = []
 

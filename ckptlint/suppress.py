@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 NOQA = re.compile(
     r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 NOQA_CODE_SEPARATOR = re.compile(r"[,\s]+")
+NOQA_WITH_OUR_CODE = re.compile(r"noqa\s*:[^\n]*CKP", re.IGNORECASE)
 FILE_NOQA = re.compile(r"#\s*ckptlint\s*:\s*noqa\b(?!\s*:)", re.IGNORECASE)
 
 
@@ -104,7 +105,7 @@ def apply_suppressions(findings: list, sources: dict[str, str], ignore_noqa: boo
 
     wanted = {f.filename for f in findings}
     if report_unused:
-        wanted |= {name for name, text in sources.items() if "noqa" in text.lower()}
+        wanted |= {name for name, text in sources.items() if NOQA_WITH_OUR_CODE.search(text)}
     parsed = {name: parse_suppressions(sources[name]) for name in wanted
               if name in sources and may_have_noqa(sources[name])}
     kept = []
