@@ -197,6 +197,8 @@ class Resolver:
 
     def import_values(self, qualname: str, depth: int) -> list[Value]:
         """A project module or a name inside one, else an external qualified name."""
+        if qualname in CONTAINER_TYPES or qualname in PARTIAL:
+            return [ExternalValue(qualname)]  # known by name even when linting torch itself
         module = self.project.find_module(qualname)
         if module is not None:
             return [ModuleValue(module)]
@@ -231,6 +233,9 @@ class Resolver:
                 return [Unknown(f"attribute `{attr}` of a `{value.qualname}` object")]
             return [ExternalValue(f"{value.qualname}.{attr}")]
         if isinstance(value, ModuleValue):
+            dotted = f"{value.module.name}.{attr}"
+            if dotted in CONTAINER_TYPES or dotted in PARTIAL:
+                return [ExternalValue(dotted)]
             return self.module_attribute(value.module, attr, depth)
         if isinstance(value, InstanceValue):
             if attr == "__call__" and self.find_method(value.cls, "__call__") is None:
