@@ -32,6 +32,8 @@ class Config:
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    cli_extend_select: tuple[str, ...] = ()
+    cli_ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
@@ -47,25 +49,17 @@ class Config:
 
     # -- rule selection ----------------------------------------------------------------
     def enabled_codes(self) -> frozenset[str]:
-        """Codes on after select/extend-select/ignore; the most specific selector wins."""
-        selectors = list(self.select) if self.select is not None else None
-        selectors_extended = list(self.extend_select)
-        enabled = set()
-        for code, info in RULES.items():
-            if selectors is None:
-                chosen = len(code) if info.default_on else -1
-            else:
-                chosen = max((len(s) for s in selectors if code.startswith(s)), default=-1)
-            chosen = max(chosen, max((len(s) for s in selectors_extended if code.startswith(s)),
-                                     default=-1))
-            ignored = max((len(s) for s in self.ignore if code.startswith(s)), default=-1)
-            if code == "CKP999":
-                # A file that cannot be read is always reported unless ignored by its code.
-                if "CKP999" not in self.ignore:
-                    enabled.add(code)
-                continue
-            if chosen >= 0 and chosen > ignored:
-                enabled.add(code)
+        """Codes on after selection: the config's layer, then the command line's.
+
+        Within a layer the most specific selector wins (`--ignore CKP1 --extend-select
+        CKP102` keeps CKP102), an ignore winning a tie; CKP999 goes only when ignored by name.
+        """
+        enabled = ({code for code, info in RULES.items() if info.default_on}
+                   if self.select is None else set())
+        apply_layer(enabled, (*(self.select or ()), *self.extend_select), self.ignore)
+        apply_layer(enabled, self.cli_extend_select, self.cli_ignore)
+        if "CKP999" not in (*self.ignore, *self.cli_ignore):
+            enabled.add("CKP999")
         return frozenset(enabled)
 
     def ignored_for_file(self, path: Path) -> frozenset[str]:
@@ -93,10 +87,20 @@ class Config:
     @property
     def fingerprint(self) -> str:
         """A stable text of every setting that affects findings (for the cache key)."""
-        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores,
+        return repr((sorted(self.enabled_codes()), self.per_file_ignores,
                      self.checkpoint_functions, self.segment_base_classes,
                      self.transformers_version, self.max_depth, self.max_file_size,
                      tuple(str(p) for p in self.import_roots)))
+
+
+def apply_layer(enabled: set[str], selectors: tuple[str, ...], ignores: tuple[str, ...]) -> None:
+    for code in RULES:
+        added = max((len(s) for s in selectors if code.startswith(s)), default=-1)
+        removed = max((len(s) for s in ignores if code.startswith(s)), default=-1)
+        if added > removed:
+            enabled.add(code)
+        elif removed >= 0:
+            enabled.discard(code)
 
 
 def relative_posix(path: Path, root: Path) -> str | None:
@@ -116,8 +120,14 @@ def find_config_file(start: Path) -> Path | None:
         candidate = candidate_dir / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                text = candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as error:
+                if "tool.ckptlint" in text:
+                    raise ConfigError(f"{candidate}: invalid TOML: {error}") from None
                 continue
             if isinstance(data.get("tool"), dict) and "ckptlint" in data["tool"]:
                 return candidate
@@ -132,7 +142,12 @@ def load_config(paths: list[str] | None = None, config_file: str | None = None) 
             raise ConfigError(f"{config_file}: config file not found")
         return read_config(path, required=False)
     start = Path(paths[0]) if paths and paths[0] != "-" else Path.cwd()
-    found = find_config_file(start if start.exists() else Path.cwd())
+    # A path that does not exist yet (an editor's unsaved buffer named by --stdin-filename)
+    # is resolved from its nearest existing folder.
+    start = start.absolute()
+    while not start.exists() and start != start.parent:
+        start = start.parent
+    found = find_config_file(start)
     if found is None:
         return Config()
     return read_config(found, required=True)
@@ -287,9 +302,9 @@ def with_cli(config: Config, *, select=None, extend_select=None, ignore=None,
     if select:
         changes["select"] = tuple(select)
     if extend_select:
-        changes["extend_select"] = (*config.extend_select, *extend_select)
+        changes["cli_extend_select"] = tuple(extend_select)
     if ignore:
-        changes["ignore"] = (*config.ignore, *ignore)
+        changes["cli_ignore"] = tuple(ignore)
     if extend_exclude:
         changes["extend_exclude"] = (*config.extend_exclude, *extend_exclude)
     return replace(config, **changes)

@@ -139,9 +139,10 @@ def git_ignored(files: list[Path]) -> set[Path]:
     if not files:
         return set()
     absolute = {str(f.resolve()): f for f in files}
+    first = files[0].resolve()
     try:
         result = subprocess.run(
-            ["git", "check-ignore", "--stdin", "-z"], cwd=files[0].resolve().parent,
+            ["git", "check-ignore", "--stdin", "-z"], cwd=first if first.is_dir() else first.parent,
             input="\0".join(absolute).encode(), capture_output=True, timeout=30,
         )
     except (OSError, subprocess.SubprocessError):
