@@ -171,3 +171,28 @@ def test_examples_exit_1(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "examples/train.py" in result.stdout
     assert "examples/clean_model.py" not in result.stdout
+
+
+def test_try_except_import_reported_the_same_under_any_hash_seed(tmp_path: Path) -> None:
+    source = ("try:\n    from deepspeed.checkpointing import checkpoint\n"
+              "except ImportError:\n    from torch.utils.checkpoint import checkpoint\n\n"
+              "def block(x):\n    return x\n\n\ndef forward(x):\n    return checkpoint(block, x)\n")
+    write_project(tmp_path, {"model.py": source})
+    outputs = {run_cli("model.py", cwd=tmp_path, env={"PYTHONHASHSEED": seed}).stdout
+               for seed in ("0", "1", "2", "3")}
+    assert len(outputs) == 1
+    assert "CKP102" in outputs.pop()
+
+
+def test_examples_json_matches_contract() -> None:
+    result = run_cli("--format", "json", "examples", cwd=REPO)
+    findings = json.loads(result.stdout)
+    assert result.returncode == 1 and findings
+    keys = {"code", "name", "message", "severity", "filename", "location", "end_location",
+            "site", "chain", "fix"}
+    for finding in findings:
+        assert keys <= finding.keys()
+        assert finding["severity"] in ("error", "warning", "info")
+        assert finding["location"]["row"] >= 1 and finding["location"]["column"] >= 1
+        if finding["code"].startswith(("CKP2", "CKP3", "CKP4")):
+            assert finding["site"] is not None and finding["chain"]
