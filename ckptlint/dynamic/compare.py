@@ -62,10 +62,13 @@ def compare(forward: dict[str, Any], replay: dict[str, Any]) -> dict[str, Any]:
                                f"a {describe_saved(f)} of shape {f.get('shape')} {f.get('dtype')} "
                                f"on {f.get('device')}")
             if not same_digest(f.get("d"), r.get("d")):
-                label = describe_saved(f) if f.get("op") == r.get("op") else describe_saved(r)
+                sums = f"sum {fmt(r['d'][0])} vs {fmt(f['d'][0])}"
+                if (f.get("op"), f.get("role")) != (r.get("op"), r.get("role")):
+                    return _result(False, True, "saved-value",
+                                   f"saved a {describe_saved(r)} where the forward saved a "
+                                   f"{describe_saved(f)} ({sums})")
                 return _result(False, True, "saved-value",
-                               f"saved a different {label} (sum {fmt(r['d'][0])} vs "
-                               f"{fmt(f['d'][0])} in the forward)")
+                               f"saved a different {describe_saved(f)} ({sums} in the forward)")
         if len(rsaved) != len(fsaved) and not (replay.get("early_stop")
                                                and len(rsaved) == len(fsaved)):
             return _result(False, True, "saved-count",

@@ -210,6 +210,11 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
     if _is_compiling():
         _notify("not_watched", _call_site(caller), "traced by torch.compile")
         return None
+    if _is_graph_module(fn):
+        _notify("not_watched", _call_site(caller),
+                "checkpoint traced by torch.compile: it runs as a compiled higher-order op, "
+                "so its forward and replay are not the user's eager code")
+        return None
     with _lock:
         call_id = next(_ids)
     try:
@@ -223,6 +228,16 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
     )
     _notify("call_started", call)
     return call
+
+
+def _is_graph_module(fn) -> bool:
+    import functools
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fx = getattr(torch, "fx", None)
+    graph_module = getattr(fx, "GraphModule", None)
+    owner = getattr(fn, "__self__", fn)
+    return graph_module is not None and isinstance(owner, graph_module)
 
 
 class PassScope:
@@ -270,14 +285,42 @@ def _saved(call, phase, index, tensor):
             _report_observer_failure(obs, "tensor_saved", exc)
 
 
-def _rng_fork_for(args):
-    """A fork_rng context covering CPU and the devices of `args` (restores them after)."""
-    try:
-        devices, _ = _cp.get_device_states(*args)
-        device_type = _cp._infer_device_type(*args)
-    except Exception:
-        devices, device_type = [], "cuda"
-    return torch.random.fork_rng(devices=devices, device_type=device_type)
+class _rng_fork_for:
+    """Restores every random stream the rerun may draw from (--replay-now only): torch CPU,
+    the devices of `args` and every initialised CUDA device, Python `random`, NumPy's global
+    generator. The rerun itself draws from the state as it is, like the real replay would."""
+
+    def __init__(self, args):
+        try:
+            devices, _ = _cp.get_device_states(*args)
+            device_type = _cp._infer_device_type(*args)
+        except Exception:
+            devices, device_type = [], "cuda"
+        try:
+            if torch.cuda.is_initialized():
+                devices = sorted(set(devices) | set(range(torch.cuda.device_count())))
+                device_type = "cuda"
+        except Exception:
+            pass
+        self.fork = torch.random.fork_rng(devices=devices, device_type=device_type)
+
+    def __enter__(self):
+        import random
+        self.py_state = random.getstate()
+        numpy = sys.modules.get("numpy")
+        self.np_state = numpy.random.get_state() if numpy is not None else None
+        self.fork.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        import random
+        try:
+            return self.fork.__exit__(*exc)
+        finally:
+            random.setstate(self.py_state)
+            numpy = sys.modules.get("numpy")
+            if numpy is not None and self.np_state is not None:
+                numpy.random.set_state(self.np_state)
 
 
 # --------------------------------------------------------------------------- non-reentrant

@@ -1,0 +1,24 @@
+"""Shared helpers for the dynamic-mode test scripts (each script is a tiny training run)."""
+
+import json
+import os
+import sys
+
+import torch
+
+torch.set_default_dtype(torch.float64)
+ARGS = set(sys.argv[1:])
+HARMFUL = "harmless" not in ARGS
+REENTRANT = "reentrant" in ARGS
+
+
+def grads(*tensors):
+    return [None if t.grad is None else [round(v, 12) for v in t.grad.flatten().tolist()]
+            for t in tensors]
+
+
+def report(**values):
+    path = os.environ.get("CKPT_TEST_OUT")
+    if path:
+        with open(path, "w") as handle:
+            json.dump(values, handle)

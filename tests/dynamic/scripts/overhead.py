@@ -1,0 +1,45 @@
+"""Step time of a small checkpointed MLP; prints seconds per step (watched or not)."""
+import sys
+import time
+
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+width = int(sys.argv[2]) if len(sys.argv) > 2 else 256
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(width, width)
+        self.b = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.b(torch.relu(self.a(x)))
+
+
+blocks = nn.ModuleList(Block() for _ in range(4))
+opt = torch.optim.SGD(blocks.parameters(), lr=1e-3)
+x = torch.randn(64, width)
+
+
+def step():
+    h = x
+    for block in blocks:
+        h = checkpoint(block, h, use_reentrant=False)
+    loss = h.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+for _ in range(3):
+    step()
+t0 = time.perf_counter()
+for _ in range(steps):
+    step()
+print(f"STEP_SECONDS {(time.perf_counter() - t0) / steps:.6f}")

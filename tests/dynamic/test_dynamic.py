@@ -1,0 +1,292 @@
+"""Dynamic mode end to end: real torch, real child processes, ground truth from gradients."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import PY, SCRIPTS, env_with_root, findings_for, plain_python, run_dynamic
+
+pytest.importorskip("torch")
+
+
+def differs(values) -> bool:
+    return values["plain"] != values["ckpt"]
+
+
+# --------------------------------------------------------------------------- hazard families
+
+def test_global_read_confirmed_when_it_corrupts_the_replay(runs):
+    r = runs["state_read_harmful"]
+    assert differs(r.values), "ground truth: the checkpointed gradients must be wrong"
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    assert f"replay of block() at state_read.py:{_row('state_read.py', 'ckpt-site: A')} " in f["evidence"]
+    assert "saved a different tanh output" in f["evidence"]
+    assert "`SCALE` changed between forward and backward (1.0 → 3.0)" in f["evidence"]
+    assert r.rc == 1
+    assert not r.by_code("CKP501")
+
+
+def test_global_read_cleared_when_changed_only_after_backward(runs):
+    r = runs["state_read_harmless"]
+    assert not differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "cleared", f
+    site = _row("state_read.py", "ckpt-site: A")
+    assert f["evidence"].startswith(f"replay matched the forward 2 times at state_read.py:{site}")
+    assert "`SCALE` did not change between forward and replay" in f["evidence"]
+    assert r.rc == 0
+
+
+def test_reentrant_replay_compares_op_outputs(runs):
+    r = runs["state_read_reentrant"]
+    assert differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    assert "returned a different value" in f["evidence"]
+
+
+def test_state_branch_flip_confirmed_and_cleared(runs):
+    r = runs["state_branch_harmful"]
+    assert differs(r.values)
+    f = r.one("CKP204")
+    assert f["verdict"] == "confirmed", f
+    assert "saved a sigmoid output where the forward saved a tanh output" in f["evidence"]
+    assert "`self.use_tanh` changed between forward and backward (True → False)" in f["evidence"]
+    h = runs["state_branch_harmless"]
+    assert not differs(h.values)
+    assert h.one("CKP204")["verdict"] == "cleared"
+
+
+def test_data_branch_and_foreign_rng(runs):
+    r = runs["data_branch_harmful"]
+    assert differs(r.values)
+    assert r.one("CKP203")["verdict"] == "confirmed"
+    assert r.one("CKP303")["verdict"] == "confirmed"
+    h = runs["data_branch_harmless"]
+    assert not differs(h.values)
+    assert h.one("CKP203")["verdict"] == "cleared"
+    assert h.one("CKP303")["verdict"] == "cleared"
+
+
+def test_unpreserved_rng(runs):
+    r = runs["rng_harmful"]
+    assert differs(r.values)
+    f = r.one("CKP302")
+    assert f["verdict"] == "confirmed", f
+    h = runs["rng_harmless"]
+    assert not differs(h.values)
+    assert h.one("CKP302")["verdict"] == "cleared"
+
+
+def test_side_effect_confirmed_by_state_changing_again(runs):
+    r = runs["side_effect_harmful"]
+    assert r.values["ckpt"] == 2 * r.values["plain"], "ground truth: the counter runs twice"
+    found = [f for f in r.by_code("CKP401")]
+    assert {f["verdict"] for f in found} == {"confirmed"}, found
+    assert "`self.calls` changed in the forward (0 → 1) and again in the replay (1 → 2)" in \
+        found[0]["evidence"]
+
+
+def test_side_effect_after_last_save_cleared_by_early_stop(runs):
+    r = runs["side_effect_harmless"]
+    assert r.values["ckpt"] == r.values["plain"]
+    found = r.by_code("CKP401")
+    assert {f["verdict"] for f in found} == {"cleared"}, found
+    assert "but not in the replay" in found[0]["evidence"]
+
+
+def test_side_effect_reentrant_runs_twice(runs):
+    r = runs["side_effect_reentrant"]
+    assert r.values["ckpt"] == 2 * r.values["plain"]
+    assert {f["verdict"] for f in r.by_code("CKP401")} == {"confirmed"}
+
+
+def test_reentrant_confirmed_with_damage_and_cleared_at_run_time(runs):
+    r = runs["reentrant_harmful"]
+    assert r.values["plain"] != r.values["ckpt"] and r.values["ckpt"] == [None]
+    f = r.one("CKP101")
+    assert f["verdict"] == "confirmed"
+    assert "ran in reentrant mode" in f["evidence"]
+    assert "no input required grad" in f["evidence"] and "2 parameters got no gradient" in f["evidence"]
+    h = runs["reentrant_harmless"]
+    assert h.values["plain"] == h.values["ckpt"]
+    assert h.one("CKP101")["verdict"] == "cleared"
+
+
+def test_device_move_on_this_machine(runs):
+    r = runs["device"]
+    f = r.one("CKP301")
+    if r.values["device"] == "cpu":
+        assert not differs(r.values)
+        assert f["verdict"] == "cleared"
+    else:  # pragma: no cover - GPU machine
+        assert differs(r.values)
+        assert f["verdict"] == "confirmed"
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+def test_forward_without_backward_is_unexercised_and_uncalled_site_too(runs):
+    r = runs["lifecycle_forward_only"]
+    by_row = {f["location"]["row"]: f for f in r.by_code("CKP303")}
+    assert all(f["verdict"] == "unexercised" for f in by_row.values()), by_row
+    texts = sorted(f["evidence"] for f in by_row.values())
+    assert any("was never called" in t for t in texts), texts
+    assert any("never replayed" in t and "--replay-now" in t for t in texts), texts
+    assert r.rc == 0
+
+
+def test_replay_now_catches_eval_only_nondeterminism(runs):
+    r = runs["lifecycle_replay_now"]
+    scored = [f for f in r.by_code("CKP303") if f["target"]["qualname"] == "scored"]
+    assert scored and scored[0]["verdict"] == "confirmed", r.findings
+    assert "immediate rerun (--replay-now)" in scored[0]["evidence"]
+    assert r.rc == 1
+    # The extra call drew from Python `random`, but the program's own streams are untouched.
+    assert r.values == runs["lifecycle_forward_only"].values
+
+
+def test_replay_now_with_grad_catches_foreign_rng_before_backward(runs):
+    r = runs["data_branch_replay_now"]
+    evidence = [f["evidence"] for f in r.by_code("CKP303")]
+    assert r.one("CKP303")["verdict"] == "confirmed"
+    assert r.values == runs["data_branch_harmful"].values, "the rerun changed the program"
+    assert evidence
+
+
+def test_crash_before_first_step(runs):
+    r = runs["lifecycle_crash"]
+    assert r.rc == 2
+    assert {f["verdict"] for f in r.findings} == {"unexercised"}
+    assert "exited with status 1" in r.stderr
+    assert "config file missing" in r.stderr.split("last lines of its stderr")[-1]
+
+
+def test_failing_command_still_prints_verdicts(runs):
+    r = runs["lifecycle_fail"]
+    assert r.rc == 2
+    assert "exited with status 3" in r.stderr
+    assert r.findings
+
+
+def test_command_that_cannot_start():
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = Path(tmp) / "findings.json"
+        empty.write_text("[]")
+        cmd = [PY, "-m", "ckptlint", "dynamic", "--findings", str(empty), "--",
+               "/nonexistent/python-xyz", "x.py"]
+        proc = subprocess.run(cmd, cwd=SCRIPTS, env=env_with_root(), capture_output=True,
+                              text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "could not start" in proc.stderr
+
+
+def test_timeout_stops_the_command(runs):
+    r = runs["timeout"]
+    assert r.rc == 2
+    assert "stopped at the time limit" in r.stderr
+    assert r.seconds < 60
+
+
+def test_compiled_segment_is_reported_not_watched(runs):
+    r = runs["compiled"]
+    f = r.one("CKP201")
+    assert f["verdict"] == "error", f
+    assert "torch.compile" in f["evidence"]
+    assert r.values["grad"], "the compiled program still ran"
+
+
+# --------------------------------------------------------------------------- ways in
+
+def _cli_rows(result, code="CKP501"):
+    return {(f["location"]["row"], (f.get("target") or {}).get("qualname")) for f in result.by_code(code)}
+
+
+def _row(script, needle):
+    for row, line in enumerate((SCRIPTS / script).read_text().splitlines(), 1):
+        if needle in line:
+            return row
+    raise AssertionError(needle)
+
+
+@pytest.mark.parametrize("name", ["wrappers", "wrappers_reentrant"])
+def test_every_checkpoint_api_is_watched(runs, name):
+    r = runs[name]
+    rows = _cli_rows(r)
+    expected = {
+        (_row("wrappers.py", 'run("partial"'), "Block.forward"),
+        (_row("wrappers.py", 'run("sequential"'), "Block.forward"),
+        (_row("wrappers.py", "out = fn(x)"), "Block.forward"),       # wrapper, apply, composable
+        (_row("wrappers.py", "return self._gradient_checkpointing_func("), "HFLayer.forward"),
+    }
+    assert expected <= rows, (rows, r.stderr[-2000:])
+    assert all(f["verdict"] == "confirmed" for f in r.by_code("CKP501"))
+
+
+def test_each_wrapper_call_is_keyed_by_site_and_function():
+    from ckptlint.dynamic.runner import run_watched
+
+    sink = open(os.devnull, "w")
+    watched = run_watched([PY, str(SCRIPTS / "wrappers.py")], output=sink,
+                          env=env_with_root())
+    calls = list(watched.observations.calls.values())
+    assert watched.info.returncode == 0, watched.info.stderr_tail
+    targets = [c.targets[0][2] for c in calls]
+    # partial, sequential (1 checkpointed segment), wrapper, apply, composable, hf
+    assert targets.count("Block.forward") == 5 and targets.count("HFLayer.forward") == 1
+    assert all(c.passes.get("forward") == 1 and c.passes.get("replay") == 1 for c in calls)
+    assert all(any(cmp["matters"] for cmp in c.compares) for c in calls)
+    assert {c.mode for c in calls} == {"non-reentrant"}
+
+
+# --------------------------------------------------------------------------- no behaviour change
+
+def test_watching_changes_nothing_the_program_computes(runs):
+    watched = runs["rng_harmful"].values
+    plain = plain_python("unpreserved_rng.py")
+    assert watched == plain     # gradients and the RNG stream after training
+
+
+def test_existing_sitecustomize_still_runs():
+    with tempfile.TemporaryDirectory() as tmp:
+        marker = Path(tmp) / "marker"
+        (Path(tmp) / "sitecustomize.py").write_text(
+            f"open({str(marker)!r}, 'w').write('ran')\n")
+        r = run_dynamic("state_read.py", env={"PYTHONPATH": tmp + os.pathsep + str(SCRIPTS.parents[2])})
+        assert marker.read_text() == "ran"
+        assert r.one("CKP201")["verdict"] == "confirmed"
+
+
+def test_cli_import_does_not_import_torch():
+    code = "import sys, ckptlint.dynamic.cli, ckptlint.dynamic.verdicts, ckptlint.dynamic.runner; " \
+           "print('torch' in sys.modules)"
+    out = subprocess.run([PY, "-c", code], env=env_with_root(), capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_missing_torch_exits_2():
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "torch.py").write_text("raise ImportError('no torch here')\n")
+        code = ("import importlib.util, sys; "
+                "importlib.util.find_spec = lambda name, *a: None if name == 'torch' else "
+                "__import__('importlib.machinery').machinery.PathFinder.find_spec(name); "
+                "from ckptlint.cli import main; sys.argv = ['ckptlint', 'dynamic', '--findings', "
+                f"{os.devnull!r}, '--', 'python', 'x.py']; main()")
+        proc = subprocess.run([PY, "-c", code], env=env_with_root(), capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert "needs torch" in proc.stderr
+
+
+def test_usage_error_without_command():
+    proc = subprocess.run([PY, "-m", "ckptlint", "dynamic", "."], cwd=SCRIPTS, env=env_with_root(),
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "--" in proc.stderr

@@ -1,0 +1,120 @@
+"""The verdict join and the pass comparison, on hand-made observations (no torch, no child)."""
+
+from __future__ import annotations
+
+import json
+
+from ckptlint.dynamic.compare import compare
+from ckptlint.dynamic.verdicts import (
+    Observations, RunInfo, build_plan, exit_status, judge_all, state_name)
+from ckptlint.findings import Finding, Position, SiteRef, TargetRef
+
+
+def saved(op, role, s, shape=(2,)):
+    return {"i": 0, "op": op, "role": role, "shape": list(shape), "dtype": "float64",
+            "device": "cpu", "d": [s, abs(s)]}
+
+
+def test_replay_prefix_is_not_a_divergence():
+    forward = {"ops": [["mm", [1, 1]], ["tanh", [2, 2]], ["sum", [3, 3]]],
+               "saved": [saved("mm", "input", 1.0), saved("tanh", "output", 2.0)]}
+    replay = {"ops": [["mm", [1, 1]], ["tanh", [2, 2]]],
+              "saved": [saved("mm", "input", 1.0), saved("tanh", "output", 2.0)],
+              "early_stop": True}
+    assert compare(forward, replay)["match"]
+
+
+def test_saved_value_difference_matters_and_unsaved_does_not():
+    forward = {"ops": [["mul", [1, 1]], ["tanh", [2, 2]]], "saved": [saved("tanh", "output", 2.0)]}
+    replay = {"ops": [["mul", [1, 1]], ["tanh", [3, 3]]], "saved": [saved("tanh", "output", 3.0)]}
+    result = compare(forward, replay)
+    assert result["matters"] and "saved a different tanh output (sum 3 vs 2" in result["text"]
+    replay = {"ops": [["mul", [9, 9]], ["tanh", [2, 2]]], "saved": [saved("tanh", "output", 2.0)]}
+    result = compare(forward, replay)
+    assert not result["match"] and not result["matters"]
+    assert "unsaved output of mul" in result["text"]
+
+
+def test_reentrant_forward_saves_nothing_so_outputs_are_compared():
+    forward = {"ops": [["mul", [1, 1]], ["tanh", [2, 2]]], "saved": []}
+    replay = {"ops": [["mul", [5, 5]], ["tanh", [2, 2]]], "saved": [saved("tanh", "output", 2.0)]}
+    result = compare(forward, replay)
+    assert result["matters"] and result["text"].startswith("mul (op #1) returned a different")
+
+
+def test_count_and_error():
+    forward = {"ops": [], "saved": [saved("a", "", 1.0), saved("b", "", 1.0)]}
+    assert compare(forward, {"ops": [], "saved": [saved("a", "", 1.0)]})["kind"] == "saved-count"
+    assert compare(forward, {"error": "CheckpointError: x"})["kind"] == "error"
+
+
+def finding(code, row, name=None, site_row=30, target_row=10, chain=("Block.forward",)):
+    message = f"reads `{name}`" if name else "hazard"
+    return Finding(code, message, "m.py", Position(row, 5), Position(row, 9),
+                   site=SiteRef("m.py", site_row, 5), chain=chain,
+                   target=TargetRef("m.py", target_row, "Block.forward"))
+
+
+def observations(tmp_path, events):
+    path = tmp_path / "obs.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events) + '{"ev": "pass", "cut')
+    return Observations.load(str(path))
+
+
+def call_event(cid, row, target_row=10, mode="non-reentrant", **kw):
+    import os
+    real = os.path.realpath("m.py")
+    return {"ev": "call", "id": cid, "pid": 1, "mode": mode, "site": [real, row, 5],
+            "targets": [[real, target_row, "Block.forward"]], **kw}
+
+
+def test_aggregation_any_site_confirms_and_unexercised(tmp_path):
+    f = finding("CKP201", 12, "SCALE")
+    obs = observations(tmp_path, [
+        {"ev": "start", "pid": 1},
+        call_event(1, 30), {"ev": "pass", "pid": 1, "call": 1, "phase": "forward"},
+        {"ev": "pass", "pid": 1, "call": 1, "phase": "replay"},
+        {"ev": "compare", "pid": 1, "call": 1, "phase": "replay", "match": False,
+         "matters": True, "kind": "saved-value", "text": "saved a different tanh output"},
+        # A library call site (e.g. checkpoint_wrapper) joins through the function.
+        call_event(2, 99, target_row=10),
+    ])
+    judged = judge_all([f], obs, run=RunInfo(returncode=0))
+    assert judged[0].verdict == "confirmed"
+    assert judged[0].evidence.startswith("replay of Block.forward() at m.py:30 saved a different")
+    assert exit_status(judged, RunInfo(returncode=0)) == 1
+    nothing = judge_all([finding("CKP201", 12, "SCALE", site_row=50, target_row=70)], obs,
+                        run=RunInfo(returncode=0))
+    assert nothing[0].verdict == "unexercised" and "never called" in nothing[0].evidence
+
+
+def test_static_only_error_and_ckp501(tmp_path):
+    static = Finding("CKP105", "x", "m.py", Position(1, 1), Position(1, 2))
+    obs = observations(tmp_path, [
+        {"ev": "start", "pid": 1},
+        {"ev": "not_watched", "pid": 1, "site": None, "reason": "torch.compile used here"},
+        call_event(1, 40, target_row=20),
+        {"ev": "compare", "pid": 1, "call": 1, "phase": "replay", "match": False,
+         "matters": True, "kind": "ops", "text": "ran cos where the forward ran sin (op #2)"},
+    ])
+    judged = judge_all([static, finding("CKP303", 12)], obs, run=RunInfo(returncode=0))
+    verdicts = {f.code: f for f in judged}
+    assert verdicts["CKP105"].verdict == "static-only"
+    assert verdicts["CKP303"].verdict == "error" and "torch.compile" in verdicts["CKP303"].evidence
+    assert verdicts["CKP501"].verdict == "confirmed"
+    assert verdicts["CKP501"].start.row == 40
+    assert "ran cos where the forward ran sin" in verdicts["CKP501"].evidence
+
+
+def test_exit_status_rules():
+    assert exit_status([], RunInfo(returncode=3)) == 2
+    assert exit_status([], RunInfo(start_error="nope")) == 2
+    assert exit_status([], RunInfo(returncode=0)) == 0
+
+
+def test_state_names_from_messages():
+    assert state_name(finding("CKP201", 1, "SCALE")) == "SCALE"
+    f = Finding("CKP401", "mutates `self.log.append`", "m.py", Position(1, 1), Position(1, 2))
+    assert state_name(f) == "self.log"
+    plan = build_plan([finding("CKP201", 1, "self.cache")])
+    assert plan["specs"][0]["expr"] == "self.cache" and plan["specs"][0]["cls"] == "Block"
