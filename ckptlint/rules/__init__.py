@@ -10,4 +10,12 @@ RULE_CLASSES = (
     "ckptlint.rules.hf_implicit_reentrant:HfImplicitReentrant",
     "ckptlint.rules.determinism_check_disabled:DeterminismCheckDisabled",
     "ckptlint.rules.unresolved_target:UnresolvedTarget",
+    "ckptlint.rules.mutable_state_read:MutableStateRead",
+    "ckptlint.rules.external_state_read:ExternalStateRead",
+    "ckptlint.rules.data_dependent_branch:DataDependentBranch",
+    "ckptlint.rules.state_dependent_branch:StateDependentBranch",
+    "ckptlint.rules.device_move_in_segment:DeviceMoveInSegment",
+    "ckptlint.rules.unpreserved_rng:UnpreservedRng",
+    "ckptlint.rules.foreign_rng:ForeignRng",
+    "ckptlint.rules.side_effect_in_segment:SideEffectInSegment",
 )

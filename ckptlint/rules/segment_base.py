@@ -1,0 +1,171 @@
+"""The base of the segment rules (CKP2xx-4xx): segments built once per site, shared state.
+
+`SegmentRule.check_sites` builds (or takes from `context.cache`) the segment of every site
+in a linted file and calls `check(segment)`. Segments, the binding model and the tensor
+inference are shared by all segment rules through the per-run cache.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import libcst as cst
+
+from ckptlint.bindings import BindingModel, Change, describe_changes
+from ckptlint.findings import Finding
+from ckptlint.resolve import ClassInfo
+from ckptlint.rules.base import Rule
+from ckptlint.scopes import Scope
+from ckptlint.segment import (FunctionFacts, Reached, Segment, SegmentBuilder, import_qualnames,
+                              is_framework, iter_segment)
+from ckptlint.tensors import TensorInference
+
+MAX_SNIPPET = 60
+
+
+def snippet(module, node: cst.CSTNode) -> str:
+    text = " ".join(module.code(node).split())
+    return text if len(text) <= MAX_SNIPPET else text[: MAX_SNIPPET - 3] + "..."
+
+
+class SegmentRule(Rule):
+    """A rule about what runs inside checkpointed code (reported at the hazard)."""
+
+    def check_sites(self, sites) -> Iterable[Finding]:
+        for site in sites:
+            if not site.is_segment or not site.targets:
+                continue
+            segment = self.segment(site)
+            try:
+                yield from self.check(segment)
+            except RecursionError:
+                continue
+
+    def check(self, segment: Segment) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    # -- shared, per run ---------------------------------------------------------------
+    @property
+    def builder(self) -> SegmentBuilder:
+        cache = self.context.cache
+        if "segment-builder" not in cache:
+            cache["segment-builder"] = SegmentBuilder(self.context.resolver,
+                                                      self.context.config.max_depth)
+        return cache["segment-builder"]
+
+    @property
+    def bindings(self) -> BindingModel:
+        cache = self.context.cache
+        if "binding-model" not in cache:
+            cache["binding-model"] = BindingModel(self.context.project, self.context.resolver)
+        return cache["binding-model"]
+
+    def segment(self, site) -> Segment:
+        segments = self.context.cache.setdefault("segments", {})
+        key = id(site)
+        if key not in segments:
+            segments[key] = (site, self.builder.build(site))
+        return segments[key][1]
+
+    def tensors(self, reached: Reached) -> TensorInference:
+        inferences = self.context.cache.setdefault("tensor-inference", {})
+        key = id(reached.node)
+        if key not in inferences:
+            inferences[key] = TensorInference(self.context.resolver, reached.module,
+                                              reached.scope, reached.node,
+                                              reached.function.owner)
+        return inferences[key]
+
+    def functions(self, segment: Segment) -> Iterator[tuple[Reached, FunctionFacts]]:
+        return iter_segment(segment)
+
+    def at(self, segment: Segment, reached: Reached, node: cst.CSTNode, message: str) -> Finding:
+        return self.finding(reached.module, node, message, site=segment.site,
+                            chain=reached.chain)
+
+    def site_text(self, segment: Segment) -> str:
+        return segment.site.ref.describe()
+
+    # -- classes and state -------------------------------------------------------------
+    def self_class(self, reached: Reached, expr: cst.BaseExpression,
+                   scope: Scope) -> ClassInfo | None:
+        cls = self.context.resolver.self_class(expr, reached.module, scope)
+        if cls is None:
+            return None
+        return reached.function.owner or cls
+
+    def state_changes(self, reached: Reached, node: cst.CSTNode,
+                      scope: Scope) -> tuple[str, list[Change]] | None:
+        """(`what is read`, where it changes) when `node` reads mutable state, else None."""
+        if isinstance(node, cst.Name):
+            return self.global_state(reached, node, scope)
+        if isinstance(node, cst.Attribute):
+            attr = node.attr.value
+            cls = self.self_class(reached, node.value, scope)
+            if cls is not None:
+                if attr == "training":
+                    return None
+                if self.context.resolver.find_method(cls, attr) is not None:
+                    return None
+                changes = self.bindings.class_changes(cls).get(attr)
+                if changes:
+                    return f"self.{attr}", changes
+                return None
+            module = self.project_module(node.value, scope)
+            if module is not None:
+                if not self.is_assigned_global(module, attr):
+                    return None
+                changes = self.bindings.global_changes(module, attr)
+                if changes:
+                    return f"{snippet(reached.module, node.value)}.{attr}", changes
+        return None
+
+    def project_module(self, expr: cst.BaseExpression, scope: Scope):
+        for qualname in import_qualnames(expr, scope):
+            if is_framework(qualname) or qualname.startswith("builtins."):
+                continue
+            module = self.context.project.find_module(qualname)
+            if module is not None:
+                return module
+        return None
+
+    @staticmethod
+    def is_assigned_global(module, name: str) -> bool:
+        bindings = module.scopes.module_scope.bindings.get(name, [])
+        if not bindings:
+            return False
+        return not any(b.kind in ("def", "class", "import") for b in bindings)
+
+    def global_state(self, reached: Reached, node: cst.Name,
+                     scope: Scope) -> tuple[str, list[Change]] | None:
+        name = node.value
+        bindings = scope.lookup(name)
+        if not bindings or bindings[0].scope.kind != "module":
+            return None
+        module = reached.module
+        if any(b.kind in ("def", "class") for b in bindings):
+            return None
+        imports = [b for b in bindings if b.kind == "import"]
+        changes: list[Change] = []
+        if imports:
+            for binding in imports:
+                qualname = binding.qualname or ""
+                if is_framework(qualname) or "." not in qualname:
+                    continue
+                if self.context.project.find_module(qualname) is not None:
+                    continue  # a module, not a value
+                parent_name, attr = qualname.rsplit(".", 1)
+                parent = self.context.project.find_module(parent_name)
+                if parent is None or not self.is_assigned_global(parent, attr):
+                    continue
+                changes += self.bindings.global_changes(parent, attr, rebinding_counts=False)
+            changes += self.bindings.module_writes(module).own.get(name, [])
+        else:
+            changes = self.bindings.global_changes(module, name)
+        if not changes:
+            return None
+        return name, changes
+
+
+def changed_text(changes: list[Change]) -> str:
+    return describe_changes(changes)

@@ -1,0 +1,134 @@
+"""CKP401: checkpointed code changes outer state or logs; the replay does it again."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ckptlint.bindings import root_name
+from ckptlint.findings import Finding
+from ckptlint.hazards import is_print, log_call
+from ckptlint.rules.segment_base import SegmentRule, snippet
+from ckptlint.scopes import Scope
+from ckptlint.segment import Reached, Segment, Write, import_qualnames, is_framework
+from ckptlint.sites import NON_REENTRANT
+
+AGAIN = "the replay in backward runs it again"
+
+
+class SideEffectInSegment(SegmentRule):
+    code = "CKP401"
+
+    def check(self, segment: Segment) -> Iterator[Finding]:
+        for reached, facts in self.functions(segment):
+            seen: set[int] = set()
+            for write in facts.writes:
+                if write.grad_guarded and segment.mode != NON_REENTRANT:
+                    continue  # run once by the reentrant `torch.is_grad_enabled()` guard
+                what = self.outer_state(reached, write)
+                if what is None:
+                    continue
+                row = reached.module.start(write.node).row
+                if row in seen:
+                    continue
+                seen.add(row)
+                yield self.at(segment, reached, write.node,
+                              f"checkpointed code {self.verb(write)} {what}; {AGAIN}, so it "
+                              f"happens twice per step{self.guard_note(write.grad_guarded)}")
+            for call in facts.calls:
+                if call.grad_guarded and segment.mode != NON_REENTRANT:
+                    continue
+                if is_print(call.node, call.scope):
+                    what = "`print`"
+                else:
+                    what = log_call(call.node, call.scope)
+                if what is None:
+                    continue
+                row = reached.module.start(call.node).row
+                if row in seen:
+                    continue
+                seen.add(row)
+                yield self.at(segment, reached, call.node,
+                              f"checkpointed code calls {what}; {AGAIN}, so the message is "
+                              f"emitted twice{self.guard_note(call.grad_guarded)}")
+
+    @staticmethod
+    def guard_note(guarded: bool) -> str:
+        if not guarded:
+            return ""
+        return (" (the `torch.is_grad_enabled()` guard only skips the forward of a reentrant "
+                "checkpoint; this one is non-reentrant)")
+
+    @staticmethod
+    def verb(write: Write) -> str:
+        if write.how == "assign":
+            return "assigns"
+        if write.how == "augassign":
+            return "updates"
+        if write.how == "del":
+            return "deletes"
+        if write.how == "item":
+            return "sets an item of"
+        return f"mutates (`.{write.method}()`)"
+
+    def outer_state(self, reached: Reached, write: Write) -> str | None:
+        """A description of the outer state `write` changes, or None for locals/unknowns."""
+        target = write.target
+        scope = write.scope
+        module = reached.module
+        root = root_name(target)
+        if root is None:
+            return None
+        if self.self_class(reached, root, scope) is not None:
+            if target is root:
+                return None  # rebinding `self` itself
+            return f"`{snippet(module, self.self_attribute(target))}`"
+        bindings = scope.lookup(root.value)
+        if not bindings:
+            return None
+        if bindings[0].scope.kind != "module":
+            if isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del") \
+                    and root.value in declared_global(scope):
+                return f"the module global `{root.value}`"
+            return None  # locals, parameters, closures
+        if any(b.kind in ("def", "class") for b in bindings):
+            return None
+        if isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del"):
+            if root.value in declared_global(scope):
+                return f"the module global `{root.value}`"
+            return None
+        names = import_qualnames(target, scope) if write.how == "method" else set()
+        if any(b.kind == "import" for b in bindings):
+            qualnames = import_qualnames(root, scope)
+            if write.how == "method":
+                # `np.sort(...)`/`torch.nn.init.normal_(w)`: functions of modules, not mutations.
+                if all(is_framework(q) for q in qualnames | names):
+                    return None
+                if self.context.project.find_module(
+                        cst.Module([]).code_for_node(target).replace(" ", "")) is not None:
+                    return None
+                for qualname in names:
+                    if self.context.project.find_module(qualname) is not None:
+                        return None
+            return f"the module state `{snippet(module, target)}`"
+        return f"the module state `{snippet(module, target)}`"
+
+    @staticmethod
+    def self_attribute(target: cst.BaseExpression) -> cst.BaseExpression:
+        """`self.buf` for `self.buf`, `self.buf.data`, `self.buf[0]`: the attribute of self."""
+        node = target
+        while isinstance(node, (cst.Attribute, cst.Subscript)):
+            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                return node
+            node = node.value
+        return target
+
+
+def declared_global(scope: Scope) -> set[str]:
+    names: set[str] = set()
+    current: Scope | None = scope
+    while current is not None and current.kind != "module":
+        names |= current.global_names
+        current = current.parent
+    return names

@@ -1,0 +1,470 @@
+"""The segment of a checkpoint site: the target's body plus every project callee it reaches.
+
+A segment is what runs twice (forward, then replay in backward). It is built once per site:
+starting from each resolved target, every call in a reached function is resolved with the
+`Resolver`; callees that are project functions (module functions, `self.method(...)`,
+submodules `self.attn(x)` -> `Attention.forward`, helpers imported from other project files)
+join the segment with their call chain, breadth first, up to `max-depth` calls below the
+target. Each function is reached once (the shortest chain wins), so recursion ends.
+
+Library code is not followed: a callee named through an import of a framework package
+(`torch`, `numpy`, the standard library) is recognised by its qualified name and never parsed,
+even when that package is itself being linted (then `F.dropout` is still `torch.nn.functional
+.dropout`, not the body of that function).
+
+`FunctionFacts` walks one reached function once and records what the rules ask about: calls,
+reads, writes and in-place mutations, and branch conditions, each with its scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+from ckptlint.resolve import ClassInfo, FunctionValue, Resolver
+from ckptlint.scopes import Scope
+
+# Top-level packages whose code is library code: never followed, never parsed for a segment.
+FRAMEWORK_PACKAGES = frozenset({
+    "torch", "numpy", "jax", "triton", "einops", "scipy", "math", "cmath", "os", "sys", "time",
+    "datetime", "random", "logging", "warnings", "functools", "itertools", "operator",
+    "typing", "typing_extensions", "collections", "contextlib", "dataclasses", "abc", "re",
+    "json", "inspect", "threading", "multiprocessing", "copy", "enum", "builtins", "numbers",
+    "weakref", "types", "traceback", "socket", "uuid", "pickle", "io", "pathlib", "string",
+})
+
+# Methods that change their receiver in place (containers and tensors).
+CONTAINER_MUTATORS = frozenset({
+    "append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault",
+    "add", "discard", "appendleft", "extendleft", "popleft", "sort", "reverse", "put",
+    "put_nowait", "__setitem__", "__delitem__",
+})
+TENSOR_NOT_MUTATING_UNDERSCORE = frozenset({"requires_grad_"})
+
+
+def is_mutator(method: str) -> bool:
+    """`append`/`update`/... and in-place tensor ops (`add_`, `copy_`, `zero_`, ...)."""
+    if method in CONTAINER_MUTATORS:
+        return True
+    return (method.endswith("_") and not method.startswith("_") and len(method) > 1
+            and method not in TENSOR_NOT_MUTATING_UNDERSCORE)
+
+
+def import_qualnames(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set[str]:
+    """Dotted names `expr` denotes through imports and simple aliases of its own file.
+
+    `F.dropout` -> {"torch.nn.functional.dropout"}; `print` -> {"builtins.print"}. Nothing
+    is parsed: this reads only the file's own bindings.
+    """
+    if depth > 8:
+        return set()
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if not bindings:
+            from ckptlint.resolve import BUILTIN_NAMES
+
+            return {f"builtins.{expr.value}"} if expr.value in BUILTIN_NAMES else set()
+        names: set[str] = set()
+        for binding in bindings:
+            if binding.kind == "import" and binding.qualname:
+                names.add(binding.qualname)
+            elif binding.kind in ("assign", "walrus") and binding.value is not None and isinstance(
+                    binding.value, (cst.Name, cst.Attribute)):
+                names |= import_qualnames(binding.value, binding.scope, depth + 1)
+        return names
+    if isinstance(expr, cst.Attribute):
+        return {f"{head}.{expr.attr.value}"
+                for head in import_qualnames(expr.value, scope, depth + 1)}
+    return set()
+
+
+def is_framework(qualname: str) -> bool:
+    return qualname.split(".", 1)[0] in FRAMEWORK_PACKAGES
+
+
+def chain_name(function: FunctionValue) -> str:
+    """`Class.method` for methods, `module.func` for functions (as chains show them)."""
+    qualname = function.qualname
+    scope = function.scope.parent
+    while scope is not None and scope.kind not in ("class", "module"):
+        scope = scope.parent
+    if scope is not None and scope.kind == "class":
+        return qualname
+    short = function.module.name.rsplit(".", 1)[-1] if function.module.name else ""
+    return f"{short}.{qualname}" if short else qualname
+
+
+@dataclass(eq=False)
+class Reached:
+    """A function of the segment with the chain of calls from the target down to it."""
+
+    function: FunctionValue
+    chain: tuple[str, ...]
+    depth: int
+    _facts: FunctionFacts | None = None
+
+    @property
+    def module(self):
+        return self.function.module
+
+    @property
+    def node(self):
+        return self.function.node
+
+    @property
+    def scope(self) -> Scope:
+        return self.function.scope
+
+
+@dataclass(eq=False)
+class Segment:
+    site: object  # ckptlint.sites.Site
+    functions: list[Reached] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        return self.site.mode
+
+
+class SegmentBuilder:
+    """Builds segments; each function's callees are resolved once per run."""
+
+    def __init__(self, resolver: Resolver, max_depth: int) -> None:
+        self.resolver = resolver
+        self.max_depth = max_depth
+        self._callees: dict[int, list[FunctionValue]] = {}
+        self._facts: dict[int, FunctionFacts] = {}
+
+    def facts(self, function: FunctionValue) -> FunctionFacts:
+        key = id(function.node)
+        if key not in self._facts:
+            self._facts[key] = FunctionFacts.collect(function)
+        return self._facts[key]
+
+    def build(self, site) -> Segment:
+        segment = Segment(site)
+        seen: set[int] = set()
+        queue: list[Reached] = []
+        for target in site.targets:
+            if id(target.node) not in seen:
+                seen.add(id(target.node))
+                queue.append(Reached(target, (chain_name(target),), 0))
+        while queue:
+            reached = queue.pop(0)
+            reached._facts = self.facts(reached.function)
+            segment.functions.append(reached)
+            if reached.depth >= self.max_depth:
+                continue
+            for callee in self.callees(reached.function):
+                if id(callee.node) in seen:
+                    continue
+                seen.add(id(callee.node))
+                queue.append(Reached(callee, (*reached.chain, chain_name(callee)),
+                                     reached.depth + 1))
+        return segment
+
+    def callees(self, function: FunctionValue) -> list[FunctionValue]:
+        key = id(function.node)
+        if key in self._callees:
+            return self._callees[key]
+        found: dict[int, FunctionValue] = {}
+        for call in self.facts(function).calls:
+            for callee in self.resolve_call(call.node, function, call.scope):
+                found.setdefault(id(callee.node), callee)
+        self._callees[key] = list(found.values())
+        return self._callees[key]
+
+    def resolve_call(self, call: cst.Call, function: FunctionValue,
+                     scope: Scope) -> list[FunctionValue]:
+        func = call.func
+        names = import_qualnames(func, scope)
+        if names and all(is_framework(name) for name in names):
+            return []
+        if isinstance(func, cst.Call):  # `super().forward(x)`, factories
+            return []
+        if isinstance(func, cst.Attribute) and self.external_attribute(func, function, scope):
+            return []
+        try:
+            values = self.resolver.values(func, function.module, scope)
+            functions, _ = self.resolver.functions(values)
+        except RecursionError:
+            return []
+        return [f for f in functions if isinstance(f.node, (cst.FunctionDef, cst.Lambda))]
+
+    def external_attribute(self, func: cst.Attribute, function: FunctionValue,
+                           scope: Scope) -> bool:
+        """`self.proj(x)` where every assignment of `self.proj` builds a framework object."""
+        cls = self.owner(function, func.value, scope)
+        if cls is None:
+            return False
+        attr = func.attr.value
+        if self.resolver.find_method(cls, attr) is not None:
+            return False
+        assigned = self.resolver.attribute_assignments(cls).get(attr)
+        if not assigned:
+            return False
+        for value, value_scope in assigned:
+            if not isinstance(value, cst.Call):
+                return False
+            names = import_qualnames(value.func, value_scope)
+            if not names or not all(is_framework(name) for name in names):
+                return False
+        return True
+
+    def owner(self, function: FunctionValue, expr: cst.BaseExpression,
+              scope: Scope) -> ClassInfo | None:
+        """The class of `self` when `expr` is the method's `self` (the reached owner wins)."""
+        cls = self.resolver.self_class(expr, function.module, scope)
+        if cls is None:
+            return None
+        if function.owner is not None:
+            return function.owner
+        return cls
+
+
+# -- facts about one function ------------------------------------------------------------------
+@dataclass(eq=False)
+class Occurrence:
+    node: cst.CSTNode
+    scope: Scope
+    in_condition: bool = False
+    grad_guarded: bool = False  # inside `if torch.is_grad_enabled():`
+
+
+@dataclass(eq=False)
+class Write:
+    """A change of something: `target = ...`, `target += ...`, `target[k] = ...`, `target.m_()`."""
+
+    target: cst.BaseExpression  # the thing changed (Name/Attribute; for items, the container)
+    node: cst.CSTNode  # the statement or call that changes it
+    how: str  # "assign" | "augassign" | "item" | "del" | "method"
+    scope: Scope
+    method: str = ""
+    grad_guarded: bool = False
+
+
+@dataclass(eq=False)
+class Condition:
+    test: cst.BaseExpression
+    owner: cst.CSTNode  # If / While / IfExp / Assert / BooleanOperation / CompIf
+    scope: Scope
+
+
+@dataclass(eq=False)
+class FunctionFacts:
+    calls: list[Occurrence] = field(default_factory=list)
+    loads: list[Occurrence] = field(default_factory=list)  # Name/Attribute reads
+    writes: list[Write] = field(default_factory=list)
+    conditions: list[Condition] = field(default_factory=list)
+    grad_guards: list[tuple[cst.If, Scope]] = field(default_factory=list)
+
+    @classmethod
+    def collect(cls, function: FunctionValue) -> FunctionFacts:
+        collector = FactCollector(function)
+        collector.run()
+        return collector.facts
+
+
+def is_grad_enabled_test(expr: cst.BaseExpression, scope: Scope) -> bool:
+    """`torch.is_grad_enabled()` (possibly `and`-ed with other tests)."""
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):
+        return is_grad_enabled_test(expr.left, scope) or is_grad_enabled_test(expr.right, scope)
+    if isinstance(expr, cst.Call) and not expr.args:
+        return any(name.endswith("is_grad_enabled") and name.startswith("torch")
+                   for name in import_qualnames(expr.func, scope))
+    return False
+
+
+class FactCollector(cst.CSTVisitor):
+    """One pass over a function body (nested defs and classes excluded, lambdas included)."""
+
+    def __init__(self, function: FunctionValue) -> None:
+        self.function = function
+        self.scopes = function.module.scopes.scope_of
+        self.stack: list[Scope] = [function.scope]
+        self.facts = FunctionFacts()
+        self.skip_load: set[int] = set()  # stores, mutated receivers, call functions
+        self.condition_depth = 0
+        self.guard_depth = 0
+        self._guard_bodies: set[int] = set()
+
+    def run(self) -> None:
+        node = self.function.node
+        node.body.visit(self)
+
+    @property
+    def scope(self) -> Scope:
+        return self.stack[-1]
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        scope = self.scopes.get(id(node))
+        if scope is not None:
+            self.stack.append(scope)
+        if id(node) in self._guard_bodies:
+            self.guard_depth += 1
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        if id(original_node) in self._guard_bodies:
+            self.guard_depth -= 1
+        if self.scopes.get(id(original_node)) is not None:
+            self.stack.pop()
+
+    # -- conditions ----------------------------------------------------------------------
+    def enter_condition(self, test: cst.BaseExpression, owner: cst.CSTNode) -> None:
+        if not self.condition_depth:
+            self.facts.conditions.append(Condition(test, owner, self.scope))
+        self.condition_depth += 1
+
+    def leave_condition(self) -> None:
+        self.condition_depth -= 1
+
+    def visit_If(self, node: cst.If) -> None:
+        if is_grad_enabled_test(node.test, self.scope):
+            self.facts.grad_guards.append((node, self.scope))
+            self._guard_bodies.add(id(node.body))
+
+    def visit_If_test(self, node: cst.If) -> None:
+        self.enter_condition(node.test, node)
+
+    def leave_If_test(self, node: cst.If) -> None:
+        self.leave_condition()
+
+    def visit_While_test(self, node: cst.While) -> None:
+        self.enter_condition(node.test, node)
+
+    def leave_While_test(self, node: cst.While) -> None:
+        self.leave_condition()
+
+    def visit_IfExp_test(self, node: cst.IfExp) -> None:
+        self.enter_condition(node.test, node)
+
+    def leave_IfExp_test(self, node: cst.IfExp) -> None:
+        self.leave_condition()
+
+    def visit_Assert_test(self, node: cst.Assert) -> None:
+        self.enter_condition(node.test, node)
+
+    def leave_Assert_test(self, node: cst.Assert) -> None:
+        self.leave_condition()
+
+    def visit_CompIf_test(self, node: cst.CompIf) -> None:
+        self.enter_condition(node.test, node)
+
+    def leave_CompIf_test(self, node: cst.CompIf) -> None:
+        self.leave_condition()
+
+    def visit_BooleanOperation_left(self, node: cst.BooleanOperation) -> None:
+        self.enter_condition(node.left, node)
+
+    def leave_BooleanOperation_left(self, node: cst.BooleanOperation) -> None:
+        self.leave_condition()
+
+    # -- writes ------------------------------------------------------------------------
+    def record_target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.record_target(element.value, node, how)
+            return
+        if isinstance(target, cst.StarredElement):
+            self.record_target(target.value, node, how)
+            return
+        guarded = self.guard_depth > 0
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            self.skip_load.add(id(target))
+            self.facts.writes.append(Write(target, node, how, self.scope, grad_guarded=guarded))
+        elif isinstance(target, cst.Subscript):
+            container = target.value
+            self.skip_load.add(id(container))
+            self.facts.writes.append(Write(container, node, "item" if how != "del" else "del",
+                                           self.scope, grad_guarded=guarded))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.record_target(target.target, node, "assign")
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.record_target(node.target, node, "assign")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.record_target(node.target, node, "augassign")
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self.record_target(node.target, node, "del")
+
+    def visit_For(self, node: cst.For) -> None:
+        self.mark_bound(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self.mark_bound(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self.mark_bound(node.asname.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.mark_bound(node.target)
+
+    def mark_bound(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.mark_bound(element.value)
+        elif isinstance(target, cst.Name):
+            self.skip_load.add(id(target))
+        elif isinstance(target, (cst.Attribute, cst.Subscript)):
+            self.record_target(target, target, "assign")
+
+    # -- calls and reads ---------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        occurrence = Occurrence(node, self.scope, self.condition_depth > 0, self.guard_depth > 0)
+        self.facts.calls.append(occurrence)
+        func = node.func
+        self.skip_load.add(id(func))
+        if isinstance(func, cst.Attribute) and is_mutator(func.attr.value):
+            receiver = func.value
+            if isinstance(receiver, (cst.Name, cst.Attribute)):
+                self.skip_load.add(id(receiver))
+                self.facts.writes.append(Write(receiver, node, "method", self.scope,
+                                               method=func.attr.value,
+                                               grad_guarded=self.guard_depth > 0))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) not in self.skip_load:
+            self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0))
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if id(node) not in self.skip_load:
+            self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0))
+        # The attribute name itself is not a read of a variable.
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # keyword names are not reads
+        return False
+
+    def visit_Param(self, node: cst.Param) -> bool:
+        if node.default is not None:
+            node.default.visit(self)
+        return False
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
+        return False
+
+    def visit_Global(self, node: cst.Global) -> bool:
+        return False
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> bool:
+        return False
+
+
+def iter_segment(segment: Segment) -> Iterator[tuple[Reached, FunctionFacts]]:
+    for reached in segment.functions:
+        assert reached._facts is not None
+        yield reached, reached._facts
