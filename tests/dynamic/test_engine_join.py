@@ -42,3 +42,40 @@ def test_real_engine_findings_get_verdicts(tmp_path):
     from ckptlint.output import OutputContext, render
     line = render("text", [Finding.from_json(ckp101[0])], OutputContext())
     assert "CKP101 [confirmed] " in line and line.rstrip().endswith(ckp101[0]["evidence"])
+
+
+DRIVER = textwrap.dedent("""
+
+    class Config:
+        logit_scale = 1.0
+
+
+    def schedule(step):
+        return {"logit_scale": 1.0 + 0.5 * (step + 1)}
+
+
+    torch.manual_seed(0)
+    block = Block(Config())
+    for step in range(2):
+        train_step(block, torch.randn(4, 16, requires_grad=True), schedule, step)
+    """)
+
+
+def test_rule_page_examples_under_dynamic_mode(tmp_path):
+    """CKP501's page: the Example diverges (confirmed), the Use instead block does not."""
+    from ckptlint.rule_pages import SOURCE_PAGES, code_blocks, section
+
+    page = (SOURCE_PAGES / "CKP501-replay-divergence.md").read_text()
+    results = {}
+    for title in ("Example", "Use instead"):
+        (tmp_path / "model.py").write_text(code_blocks(section(page, title))[0] + DRIVER)
+        proc = subprocess.run([PY, "-m", "ckptlint", "dynamic", "--format", "json", "model.py",
+                               "--", PY, "model.py"], cwd=tmp_path, env=env_with_root(),
+                              capture_output=True, text=True, timeout=240)
+        results[title] = (proc.returncode, json.loads(proc.stdout), proc.stderr)
+    rc, found, err = results["Example"]
+    assert rc == 1 and [f["code"] for f in found] == ["CKP501"], (found, err[-2000:])
+    assert found[0]["verdict"] == "confirmed"
+    assert "saved a different tanh output" in found[0]["evidence"]
+    rc, found, err = results["Use instead"]
+    assert rc == 0 and found == [], (found, err[-2000:])
