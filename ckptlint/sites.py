@@ -202,6 +202,9 @@ class SiteFinder(Visitor):
             for binding in scope.lookup(expr.value):
                 if binding.kind == "import" and binding.qualname:
                     names.add(binding.qualname)
+                elif binding.kind == "def" and binding.scope.kind == "module" and self.module.name:
+                    # Inside the API's own module (linting torch itself): its calls are sites.
+                    names.add(f"{self.module.name}.{expr.value}")
                 elif binding.kind in ("assign", "walrus") and binding.value is not None:
                     names |= self.local_qualnames(binding.value, binding.scope, depth + 1)
             return names

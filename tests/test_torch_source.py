@@ -1,0 +1,31 @@
+"""torch's own source as real-world input: its checkpoint calls are found and not mis-flagged."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ckptlint.config import Config
+from ckptlint.engine import lint
+
+spec = importlib.util.find_spec("torch")
+pytestmark = pytest.mark.skipif(spec is None, reason="torch is not installed")
+TORCH = Path(spec.origin).parent if spec else Path()
+
+
+def test_kwargs_dict_calls_in_wrap_py_are_sites_but_not_flagged() -> None:
+    # `kwargs["use_reentrant"] = False` ... `checkpoint(..., **kwargs)`: TorchFix flags both.
+    path = TORCH / "_higher_order_ops" / "wrap.py"
+    result = lint([str(path)], Config(select=("CKP1",)))
+    assert len([s for s in result.sites if s.api == "torch.utils.checkpoint.checkpoint"]) == 2
+    assert result.findings == []
+
+
+def test_checkpoint_module_itself() -> None:
+    # Inside torch/utils/checkpoint.py, `checkpoint(...)` is torch's own function: a site whose
+    # `use_reentrant=use_reentrant` is unknown, so nothing is reported.
+    path = TORCH / "utils" / "checkpoint.py"
+    result = lint([str(path)], Config(select=("CKP1",)))
+    assert [s.mode for s in result.sites] == ["unknown"]
+    assert result.findings == []
