@@ -68,7 +68,3 @@ def rule_info(code: str) -> RuleInfo:
 def codes_matching(selector: str) -> list[str]:
     """Codes that a selector (a full code or a prefix such as `CKP2`) covers."""
     return [code for code in RULES if code.startswith(selector)]
-
-
-def is_valid_selector(selector: str) -> bool:
-    return bool(codes_matching(selector))

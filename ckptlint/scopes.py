@@ -80,15 +80,6 @@ class Scope:
             scope = scope.parent
         return []
 
-    def enclosing_class(self) -> Scope | None:
-        """The class whose method body this scope is (or is nested in)."""
-        scope: Scope | None = self
-        while scope is not None:
-            if scope.kind == "class":
-                return scope
-            scope = scope.parent
-        return None
-
     def qualname(self) -> str:
         parts = []
         scope: Scope | None = self

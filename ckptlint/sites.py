@@ -54,10 +54,6 @@ class CallArguments:
             return self.positional[index]
         return None
 
-    def knows_absent(self, keyword: str) -> bool:
-        """True when `keyword` is certainly not passed."""
-        return keyword not in self.keywords and not self.opaque_keywords
-
 
 @dataclass(eq=False)
 class Site:
