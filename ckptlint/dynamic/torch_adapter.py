@@ -206,7 +206,8 @@ def _report_observer_failure(obs, method, exc):
         print(f"ckptlint: observer {key[0]}.{method} failed: {exc!r}", file=sys.stderr)
 
 
-def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.FrameType | None):
+def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.FrameType | None,
+             kwargs: dict | None = None):
     if _is_compiling():
         _notify("not_watched", _call_site(caller), "traced by torch.compile")
         return None
@@ -226,7 +227,15 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
         preserve_rng_state=bool(preserve), grad_enabled=grad,
         inputs_require_grad=any(isinstance(a, torch.Tensor) and a.requires_grad for a in args),
     )
-    _notify("call_started", call)
+    # The call's arguments, for observers' `call_started` only (e.g. profile's input storages
+    # and --grad-check); removed right after so that no observer keeps them alive by accident.
+    call.scratch["args"] = args
+    call.scratch["kwargs"] = dict(kwargs or {})
+    try:
+        _notify("call_started", call)
+    finally:
+        call.scratch.pop("args", None)
+        call.scratch.pop("kwargs", None)
     return call
 
 
@@ -349,7 +358,7 @@ def _install_non_reentrant():
                     fn = cells.get("fn")
                 grad = torch.is_grad_enabled()
                 self._ckptlint_call = new_call("non-reentrant", fn, args, preserve, grad,
-                                               caller.f_back)
+                                               caller.f_back, kwargs=local.get("kwargs"))
                 if self._ckptlint_call is not None and not grad and REPLAY_NOW:
                     self._ckptlint_call.scratch["_args"] = args
                 _state.last_frame = self

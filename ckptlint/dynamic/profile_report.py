@@ -1,0 +1,311 @@
+"""Turn the profile observer's events into one record per checkpoint site (no torch here).
+
+Sites are keyed as in dynamic mode: a call whose (file, row) is a checkpoint site the static
+pass found is reported at that site (its filename as given, row and column); a call made
+from library code (checkpoint_wrapper, checkpoint_sequential, transformers layers) is joined
+to the static site whose target is the checkpointed function; anything else is reported at
+the call's own runtime position. The JSON fields and the keep/drop/fix rule are DESIGN.md's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ckptlint.dynamic.verdicts import code_rows
+
+DROP_CODE = "CKP502"
+FIX_CODE = "CKP501"
+GRAD_TOLERANCE = "torch.allclose(rtol=1e-5, atol=1e-6)"
+
+
+def count_events(path: str) -> tuple[int, int]:
+    """(calls, sites) seen so far, for progress lines."""
+    calls, sites = 0, set()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if '"ev": "call"' in line:
+                    calls += 1
+                    try:
+                        site = json.loads(line).get("site")
+                    except ValueError:
+                        continue
+                    sites.add(tuple(site[:2]) if site else None)
+    except OSError:
+        pass
+    return calls, len(sites)
+
+
+def load_events(path: str) -> list[dict[str, Any]]:
+    events = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue     # a line cut by a crash
+    except OSError:
+        pass
+    return events
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def human_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+@dataclass
+class _Call:
+    mode: str
+    grad: bool
+    preserve: bool
+    device: str | None
+    forward: list[float] = field(default_factory=list)
+    replay: list[float] = field(default_factory=list)
+    replay_bytes: int | None = None     # first replay (what the replay packs)
+    forward_bytes: int | None = None    # non-reentrant forward (fallback when no replay ran)
+    divergence: str | None = None
+    timer: str = "wall"
+
+
+@dataclass
+class SiteProfile:
+    site: tuple[str, int, int]
+    calls: list[_Call] = field(default_factory=list)
+    grads: list[dict[str, Any]] = field(default_factory=list)
+    peak: int | None = None
+    peak_error: str | None = None
+    qualname: str | None = None
+
+    # -- the numbers of DESIGN.md
+    def measured(self) -> tuple[list[int], str]:
+        """Bytes per call and where they were measured ("replay", "forward" or "")."""
+        replayed = [c.replay_bytes for c in self.calls if c.replay_bytes is not None]
+        if replayed:
+            return replayed, "replay"
+        forward = [c.forward_bytes for c in self.calls if c.forward_bytes is not None]
+        return (forward, "forward") if forward else ([], "")
+
+    @property
+    def bytes_per_call(self) -> int:
+        values, _ = self.measured()
+        return int(round(sum(values) / len(values))) if values else 0
+
+    @property
+    def forward_seconds(self) -> float:
+        values = [s for c in self.calls for s in c.forward]
+        return sum(values) / len(values) if values else 0.0
+
+    @property
+    def recompute_seconds(self) -> float:
+        values = [s for c in self.calls for s in c.replay]
+        return sum(values) / len(values) if values else 0.0
+
+    @property
+    def replays(self) -> int:
+        return sum(len(c.replay) for c in self.calls)
+
+    @property
+    def grad_diff(self) -> float | None:
+        diffs = [g["diff"] for g in self.grads if g.get("diff") is not None]
+        return max(diffs) if diffs else None
+
+    def grad_failure(self) -> str | None:
+        for g in self.grads:
+            if g.get("close") is False:
+                if g.get("error"):
+                    return f"the checkpointed gradient check failed: {g['error']}"
+                return (f"gradients of its inputs and parameters differ from a plain run under "
+                        f"the same RNG state by up to {g['diff']:.3g} (beyond {GRAD_TOLERANCE})")
+        return None
+
+    def divergence(self) -> tuple[int, str | None]:
+        bad = [c.divergence for c in self.calls if c.divergence]
+        return len(bad), (bad[0] if bad else None)
+
+    def decide(self, min_bytes: int) -> tuple[str, str | None, str]:
+        n_bad, first = self.divergence()
+        if n_bad:
+            hint = ""
+            if any(c.divergence and not c.preserve for c in self.calls):
+                hint = ("; it runs with preserve_rng_state=False, so randomness in the replay "
+                        "draws new numbers")
+            return ("fix", FIX_CODE, f"the replay diverged from the forward in {n_bad} of "
+                                     f"{self.replays} replays: {first}{hint}")
+        failure = self.grad_failure()
+        if failure:
+            return "fix", FIX_CODE, failure
+        values, where = self.measured()
+        cost = human_seconds(self.recompute_seconds)
+        if not values:
+            return ("keep", None, "not measured: no call of this site ran with gradients, so "
+                                  "it saved nothing and was never replayed")
+        freed = human_bytes(self.bytes_per_call)
+        note = "" if where == "replay" else " (measured in the forward: no backward ran)"
+        if self.bytes_per_call < min_bytes:
+            return ("drop", DROP_CODE,
+                    f"frees only {freed} of activations per call{note}, below "
+                    f"profile-min-bytes-freed ({human_bytes(min_bytes)}), for {cost} of "
+                    f"recompute")
+        return "keep", None, f"frees {freed} of activations per call{note} for {cost} of recompute"
+
+    def to_json(self, min_bytes: int) -> dict[str, Any]:
+        recommendation, code, reason = self.decide(min_bytes)
+        diff = self.grad_diff
+        return {
+            "site": {"filename": self.site[0], "row": self.site[1], "column": self.site[2]},
+            "calls": len(self.calls),
+            "activation_bytes_freed_per_call": self.bytes_per_call,
+            "forward_seconds_per_call": _round(self.forward_seconds),
+            "recompute_seconds_per_call": _round(self.recompute_seconds),
+            "grad_max_abs_diff": None if diff is None else (diff if math.isfinite(diff)
+                                                              else float("inf")),
+            "peak_bytes_saved": self.peak,
+            "recommendation": recommendation, "code": code, "reason": reason,
+        }
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+# --------------------------------------------------------------------------- site keys
+
+class SiteKeys:
+    """Maps a runtime call to the site it is reported at (see the module docstring)."""
+
+    def __init__(self, static_sites: Iterable = ()):
+        self.by_site: dict[tuple[str, int], tuple[str, int, int]] = {}
+        self.by_target: dict[tuple[str, int], tuple[str, int, int]] = {}
+        for record in static_sites:
+            ref = record.site
+            key = (ref.filename, ref.row, ref.column)
+            self.by_site.setdefault((os.path.realpath(ref.filename), ref.row), key)
+            for target in record.targets:
+                self.by_target.setdefault((os.path.realpath(target.filename), target.row), key)
+
+    def key(self, site, targets) -> tuple[str, int, int]:
+        if site:
+            found = self.by_site.get((site[0], site[1]))
+            if found:
+                return found
+        for filename, first, _ in targets or ():
+            for row in sorted(code_rows(filename, first)):
+                found = self.by_target.get((filename, row))
+                if found:
+                    return found
+        if site:
+            return (_display(site[0]), site[1], site[2])
+        if targets:
+            filename, first, _ = targets[0]
+            return (_display(filename), first, 1)
+        return ("<unknown>", 0, 0)
+
+
+def _display(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+# --------------------------------------------------------------------------- aggregation
+
+@dataclass
+class Report:
+    sites: list[SiteProfile]
+    not_watched: list[tuple[Any, str]]
+    errors: dict[str, str]
+    started: bool
+    grad_checked: bool = False
+    buffers_restored: int = 0
+
+    def records(self, min_bytes: int) -> list[dict[str, Any]]:
+        return [s.to_json(min_bytes) for s in self.sites]
+
+
+def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
+    calls: dict[tuple[int, int], _Call] = {}
+    site_of: dict[tuple[int, int], tuple[str, int, int]] = {}
+    sites: dict[tuple[str, int, int], SiteProfile] = {}
+    not_watched: list = []
+    errors: dict[str, str] = {}
+    started = False
+    grad_checked = False
+    restored = 0
+    for event in events:
+        kind, pid = event.get("ev"), event.get("pid", 0)
+        if kind == "start":
+            started = True
+            for mode, reason in (event.get("errors") or {}).items():
+                errors.setdefault(mode, reason)
+        elif kind == "call":
+            site = event.get("site")
+            key = keys.key(tuple(site) if site else None,
+                           [tuple(t) for t in event.get("targets") or ()])
+            profile = sites.get(key)
+            if profile is None:
+                profile = sites[key] = SiteProfile(key)
+                targets = event.get("targets") or ()
+                profile.qualname = targets[0][2] if targets else None
+            call = _Call(event.get("mode", "non-reentrant"), bool(event.get("grad", True)),
+                         bool(event.get("preserve_rng_state", True)), event.get("device"))
+            calls[(pid, event.get("id"))] = call
+            site_of[(pid, event.get("id"))] = key
+            profile.calls.append(call)
+        elif kind == "pass":
+            call = calls.get((pid, event.get("call")))
+            if call is None:
+                continue
+            phase = event.get("phase")
+            seconds = float(event.get("seconds") or 0.0)
+            call.timer = event.get("timer", call.timer)
+            if phase == "forward":
+                call.forward.append(seconds)
+                if call.mode == "non-reentrant" and event.get("saved"):
+                    call.forward_bytes = int(event.get("bytes") or 0)
+            elif phase == "replay":
+                call.replay.append(seconds)
+                if call.replay_bytes is None and not event.get("error"):
+                    call.replay_bytes = int(event.get("bytes") or 0)
+                if event.get("matters") and call.divergence is None:
+                    call.divergence = event.get("text") or "the replay differed"
+        elif kind == "grad":
+            grad_checked = True
+            restored += int(event.get("buffers_restored") or 0)
+            key = site_of.get((pid, event.get("call")))
+            if key is not None:
+                sites[key].grads.append(event)
+        elif kind == "peak":
+            key = site_of.get((pid, event.get("call")))
+            if key is not None:
+                sites[key].peak = event.get("saved")
+                sites[key].peak_error = event.get("error")
+        elif kind == "not_watched":
+            site = event.get("site")
+            not_watched.append((tuple(site) if site else None, event.get("reason", "")))
+    ordered = sorted(sites.values(),
+                     key=lambda s: (-s.bytes_per_call, s.site[0], s.site[1], s.site[2]))
+    return Report(ordered, not_watched, errors, started, grad_checked, restored)

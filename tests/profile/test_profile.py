@@ -1,0 +1,264 @@
+"""`ckptlint profile` end to end: real torch on CPU, real child processes.
+
+The expected bytes are computed here independently: a plain (uncheckpointed) run of the same
+segment under `saved_tensors_hooks`, distinct storages, minus inputs, parameters and buffers.
+The profiled commands start together at session start (two at a time) to keep the suite short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+SCRIPTS = Path(__file__).parent / "scripts"
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+MIB = 1024 * 1024
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for key in ("CKPTLINT_DYNAMIC_OUT", "CKPTLINT_DYNAMIC_OBSERVER", "CKPTLINT_PROFILE_OUT"):
+        env.pop(key, None)
+    return env
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        try:
+            return json.loads(self.stdout)
+        except ValueError:
+            raise AssertionError(f"no JSON (rc {self.rc}):\n{self.stdout}\n{self.stderr[-3000:]}")
+
+    def site(self, marker: str) -> dict[str, Any]:
+        row = _row(marker)
+        found = [r for r in self.records if r["site"]["row"] == row]
+        assert len(found) == 1, (marker, self.records, self.stderr[-3000:])
+        return found[0]
+
+
+def _row(marker: str) -> int:
+    for row, line in enumerate((SCRIPTS / "encoder.py").read_text().splitlines(), 1):
+        if f"# profile: {marker}" in line:
+            return row
+    raise KeyError(marker)
+
+
+def profile(*args: str, command: tuple[str, ...] | None = None, timeout: float = 180) -> Run:
+    cmd = [PY, "-m", "ckptlint", "profile", *args]
+    if command is not None:
+        cmd += ["--", *command]
+    proc = subprocess.run(cmd, cwd=SCRIPTS, env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+_CONFIG = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+_CONFIG.write("profile-min-bytes-freed = 1024\n")
+_CONFIG.close()
+
+SCENARIOS = {
+    "clean": (("--format", "json", "."), (PY, "encoder.py", "3")),
+    "grad": (("--format", "json", "--grad-check", "."), (PY, "encoder.py", "3", "dropout")),
+    "reentrant": (("--format", "json", "--grad-check", "--config", _CONFIG.name, "."),
+                  (PY, "encoder.py", "2", "dropout", "reentrant")),
+    "text": ((".",), (PY, "encoder.py", "2")),
+    "failed": (("--format", "json"), (PY, "-c", "import sys; sys.exit(3)")),
+}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(profile, *args, command=cmd)
+                   for name, (args, cmd) in SCENARIOS.items()}
+        yield {name: future for name, future in futures.items()}
+    os.unlink(_CONFIG.name)
+
+
+# --------------------------------------------------------------------------- expected numbers
+
+def expected_bytes(fn, inputs, modules) -> int:
+    """Distinct storages a plain run saves for backward, minus inputs, params and buffers."""
+    storages: dict[int, tuple[int, Any]] = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = (s.nbytes(), t)     # keep t alive: no address reuse
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*inputs)
+    held = [*inputs, *(p for m in modules for p in m.parameters()),
+            *(b for m in modules for b in m.buffers())]
+    excluded = {t.untyped_storage().data_ptr() for t in held}
+    return sum(n for ptr, (n, _) in storages.items() if ptr not in excluded)
+
+
+@pytest.fixture(scope="module")
+def expected():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import encoder
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    model = encoder.build(dropout=True)
+    h = torch.randn(encoder.BATCH, encoder.LENGTH, encoder.DIM, requires_grad=True)
+    pooled = torch.randn(encoder.BATCH, encoder.DIM, requires_grad=True)
+    return {
+        "ff": expected_bytes(model.ff, [h], [model.ff]),
+        "squash": expected_bytes(encoder.squash, [pooled], []),
+        "noisy": expected_bytes(model.noisy, [pooled], [model.noisy]),
+    }
+
+
+def close_to(measured: int, expected: int) -> bool:
+    return abs(measured - expected) <= 0.05 * expected
+
+
+# --------------------------------------------------------------------------- tests
+
+def test_bytes_freed_match_an_independent_computation(runs, expected):
+    r = runs["clean"].result()
+    assert r.rc == 0, r.stderr[-3000:]
+    ff, squash = r.site("ff"), r.site("squash")
+    assert expected["ff"] >= 4 * MIB and expected["squash"] < 64 * 1024
+    assert close_to(ff["activation_bytes_freed_per_call"], expected["ff"]), (ff, expected)
+    assert close_to(squash["activation_bytes_freed_per_call"], expected["squash"]), (squash, expected)
+    assert ff["calls"] == squash["calls"] == 3
+
+
+def test_big_segment_is_kept_and_trivial_one_dropped(runs):
+    r = runs["clean"].result()
+    ff, squash = r.site("ff"), r.site("squash")
+    assert (ff["recommendation"], ff["code"]) == ("keep", None)
+    assert (squash["recommendation"], squash["code"]) == ("drop", "CKP502")
+    assert "below profile-min-bytes-freed (1.0 MiB)" in squash["reason"]
+    assert ff["forward_seconds_per_call"] > 0 and ff["recompute_seconds_per_call"] > 0
+    assert ff["recompute_seconds_per_call"] > squash["recompute_seconds_per_call"]
+
+
+def test_json_contract(runs):
+    records = runs["clean"].result().records
+    keys = {"site", "calls", "activation_bytes_freed_per_call", "forward_seconds_per_call",
+            "recompute_seconds_per_call", "grad_max_abs_diff", "peak_bytes_saved",
+            "recommendation", "code", "reason"}
+    for record in records:
+        assert set(record) == keys
+        assert set(record["site"]) == {"filename", "row", "column"}
+        assert record["site"]["filename"] == "encoder.py"
+        assert record["grad_max_abs_diff"] is None      # no --grad-check
+        assert record["peak_bytes_saved"] is None       # CPU, no --measure-peak
+        assert isinstance(record["activation_bytes_freed_per_call"], int)
+    freed = [r["activation_bytes_freed_per_call"] for r in records]
+    assert freed == sorted(freed, reverse=True)
+
+
+def test_grad_check_clean_is_zero_and_unpreserved_dropout_differs(runs, expected):
+    r = runs["grad"].result()
+    assert r.rc == 0, r.stderr[-3000:]
+    ff, noisy = r.site("ff"), r.site("noisy")
+    assert ff["grad_max_abs_diff"] is not None and ff["grad_max_abs_diff"] <= 1e-6
+    assert ff["recommendation"] == "keep"
+    assert noisy["grad_max_abs_diff"] > 1e-3
+    assert (noisy["recommendation"], noisy["code"]) == ("fix", "CKP501")
+    assert "preserve_rng_state=False" in noisy["reason"]
+    assert close_to(noisy["activation_bytes_freed_per_call"], expected["noisy"])
+    assert "side effects" in r.stderr and "ran again" in r.stderr
+
+
+def test_profiling_does_not_change_the_program(runs):
+    """The extra runs of --grad-check fork every RNG: the loss is the one of a plain run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "loss")
+        env = dict(_env(), CKPT_TEST_OUT=out)
+        subprocess.run([PY, "encoder.py", "3", "dropout"], cwd=SCRIPTS, env=env, check=True,
+                       capture_output=True, timeout=120)
+        plain = Path(out).read_text()
+        cmd = [PY, "-m", "ckptlint", "profile", "--grad-check", "--format", "json", "--",
+               PY, "encoder.py", "3", "dropout"]
+        subprocess.run(cmd, cwd=SCRIPTS, env=env, check=True, capture_output=True, timeout=120)
+        assert Path(out).read_text() == plain
+
+
+def test_reentrant_bytes_from_the_replay_and_grad_check_finds_dropout(runs, expected):
+    r = runs["reentrant"].result()
+    assert r.rc == 0, r.stderr[-3000:]
+    ff, squash, noisy = r.site("ff"), r.site("squash"), r.site("noisy")
+    assert close_to(ff["activation_bytes_freed_per_call"], expected["ff"])
+    assert close_to(squash["activation_bytes_freed_per_call"], expected["squash"])
+    # profile-min-bytes-freed = 1024 from --config: the 2 KiB segment is kept now
+    assert squash["recommendation"] == "keep", squash
+    assert ff["grad_max_abs_diff"] <= 1e-6
+    # a reentrant forward saves nothing to compare: only the gradient check sees the replay
+    assert noisy["grad_max_abs_diff"] > 1e-3
+    assert (noisy["recommendation"], noisy["code"]) == ("fix", "CKP501")
+    assert "differ from a plain run" in noisy["reason"]
+
+
+def test_text_table_sorted_with_totals(runs):
+    r = runs["text"].result()
+    assert r.rc == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["site", "calls", "freed/call"]
+    ff_row = next(i for i, line in enumerate(lines) if line.startswith(f"encoder.py:{_row('ff')}:"))
+    squash_row = next(i for i, line in enumerate(lines)
+                      if line.startswith(f"encoder.py:{_row('squash')}:"))
+    assert ff_row < squash_row
+    assert "4.0 MiB" in lines[ff_row] and lines[ff_row].rstrip().endswith("keep")
+    assert lines[squash_row].rstrip().endswith("drop (CKP502)")
+    total = next(line for line in lines if line.startswith("total (whole run)"))
+    assert re.search(r"\s4\s+\d", total), total        # 2 sites x 2 calls
+    assert "1 keep, 1 drop" in total
+
+
+def test_failed_command_exits_2(runs):
+    r = runs["failed"].result()
+    assert r.rc == 2
+    assert r.records == []
+    assert "exited with status 3" in r.stderr
+
+
+def test_command_that_cannot_start_exits_2():
+    r = profile(command=("no-such-command-ckptlint",))
+    assert r.rc == 2
+    assert "could not start" in r.stderr
+
+
+def test_missing_command_is_a_usage_error():
+    r = profile(".")
+    assert r.rc == 2
+    assert "give the command to run after `--`" in r.stderr
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        r = profile("--plot", str(tmp_path / "p.png"), command=(PY, "encoder.py", "1"))
+        assert r.rc == 2
+        assert "pip install matplotlib" in r.stderr and "--plot needs matplotlib" in r.stderr
+        assert not (tmp_path / "p.png").exists()
+    else:
+        r = profile("--plot", str(tmp_path / "p.png"), ".", command=(PY, "encoder.py", "1"))
+        assert r.rc == 0, r.stderr[-2000:]
+        assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
