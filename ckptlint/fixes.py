@@ -12,11 +12,18 @@ def add_keyword(module: SourceModule, call: cst.Call, keyword_text: str, message
                 applicability: str = "unsafe") -> Fix | None:
     """Append `keyword_text` (e.g. `use_reentrant=False`) as the call's last argument.
 
-    None when the call has a `**` argument, which may already carry the keyword, or no
-    arguments to attach to.
+    None when the call has a `**` argument, which may already carry the keyword. A call
+    without arguments (`model.gradient_checkpointing_enable()`) gets the keyword just before
+    its closing parenthesis.
     """
-    if not call.args or any(arg.star == "**" for arg in call.args):
+    if any(arg.star == "**" for arg in call.args):
         return None
+    if not call.args:
+        if call.lpar:
+            return None  # `(f())`: the span would end after the outer parenthesis
+        end = module.span(call)[1]
+        before_paren = type(end)(end.row, end.column - 1)
+        return Fix(applicability, message, (Edit(keyword_text, before_paren, before_paren),))
     last = call.args[-1].value
     end = module.span(last)[1]
     return Fix(applicability, message, (Edit(f", {keyword_text}", end, end),))

@@ -50,6 +50,7 @@ from transformers import AutoModel, TrainingArguments
 model = AutoModel.from_pretrained("gpt2")
 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={})
 args = TrainingArguments("out", gradient_checkpointing=True)
+model.gradient_checkpointing_enable()
 '''
 
 
@@ -156,6 +157,8 @@ def test_transformers_fixes(tmp_path):
     assert 'gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})' in fixed
     assert ('TrainingArguments("out", gradient_checkpointing=True, '
             'gradient_checkpointing_kwargs={"use_reentrant": False})') in fixed
+    assert fixed.endswith(
+        '\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})\n')
 
 
 def test_fix_on_stdin_prints_the_fixed_source(tmp_path):
