@@ -123,7 +123,23 @@ def fix_hint(findings: list[Finding], options: CheckOptions) -> None:
              "enabled with `--unsafe-fixes`; they change behaviour: review the diff).")
 
 
+def stdin_excluded(options: CheckOptions) -> bool:
+    """`--force-exclude` with `--stdin-filename`: an editor buffer of an excluded file."""
+    if not (options.reading_stdin and options.force_exclude and options.stdin_filename):
+        return False
+    from ckptlint.discover import is_excluded
+
+    return is_excluded(Path(options.stdin_filename), options.config)
+
+
 def run_check(result: LintResult, options: CheckOptions) -> int:
+    if stdin_excluded(options):
+        # As ruff does: nothing to report, and --fix/--add-noqa hand the text back unchanged.
+        name = options.stdin_filename
+        result.findings = [f for f in result.findings if f.filename != name]
+        if options.fix or options.add_noqa:
+            click.echo(options.stdin_text, nl=False)
+            return 0
     if options.add_noqa:
         return do_add_noqa(result, options)
     if options.fix or options.diff:

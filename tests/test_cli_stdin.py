@@ -66,3 +66,15 @@ def test_stdin_with_a_flake8_style_format_for_editors(tmp_path):
                      input=CKP102_SOURCE)
     (line,) = result.stdout.splitlines()
     assert json.loads(line)["location"] == {"row": 9, "column": 12}
+
+
+def test_stdin_force_exclude_skips_an_excluded_path(tmp_path):
+    root = write_project(tmp_path, {}, config='extend-exclude = ["generated"]\n')
+    skipped = run_cli("-", "--stdin-filename", "generated/m.py", "--force-exclude", cwd=root,
+                      input=CKP102_SOURCE)
+    assert (skipped.returncode, skipped.stdout) == (0, "")
+    fixed = run_cli("-", "--stdin-filename", "generated/m.py", "--force-exclude", "--fix",
+                    "--unsafe-fixes", cwd=root, input=CKP102_SOURCE)
+    assert (fixed.returncode, fixed.stdout) == (0, CKP102_SOURCE)
+    linted = run_cli("-", "--stdin-filename", "generated/m.py", cwd=root, input=CKP102_SOURCE)
+    assert linted.returncode == 1  # without --force-exclude a named file is linted
