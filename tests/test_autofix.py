@@ -210,3 +210,13 @@ def test_columns_count_characters_not_bytes():
     text = "s = '\u00e9\u00e9'; f(a)\r\nnext\r\n"
     new_text, _ = apply_fixes(text, [finding(1, 14, ", x=1")], unsafe=True)
     assert new_text == "s = '\u00e9\u00e9'; f(a, x=1)\r\nnext\r\n"
+
+
+def test_fix_after_non_ascii_text_on_the_same_line(tmp_path):
+    source = CKP102_SOURCE.replace("    return checkpoint(block, x)",
+                                   "    s = '\u00e9\u6f22'; return checkpoint(block, x)")
+    root = write_project(tmp_path, {"m.py": source})
+    result = run_cli("m.py", "--fix", "--unsafe-fixes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (root / "m.py").read_text(encoding="utf-8") == source.replace(
+        "checkpoint(block, x)", "checkpoint(block, x, use_reentrant=False)")
