@@ -1,7 +1,7 @@
 """The built wheel: rule pages ship inside it and `ckptlint rule` works from a fresh venv.
 
-The wheel is built from a snapshot of this working tree with `pip wheel --no-deps
---no-build-isolation` (setuptools and wheel from the running environment), installed with
+The wheel is built from a snapshot of this working tree with `pip wheel --no-deps` (without
+build isolation when the running environment's setuptools can build wheels), installed with
 `--no-deps` into a new virtualenv whose dependencies (libcst, click) come from this
 environment's site-packages, and which runs its own installed copy of ckptlint.
 """
@@ -29,9 +29,19 @@ def tracked_files() -> list[str]:
     return [name for name in out.split("\0") if name and (REPO / name).is_file()]
 
 
+def setuptools_builds_wheels() -> bool:
+    from importlib import metadata
+
+    try:
+        version = metadata.version("setuptools")
+    except metadata.PackageNotFoundError:
+        return False
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    return parts >= (70, 1)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    pytest.importorskip("setuptools")
     snapshot = tmp_path_factory.mktemp("source")
     for name in tracked_files():
         if name.startswith(("tests/", "bench/", "examples/")):
@@ -40,8 +50,11 @@ def wheel(tmp_path_factory) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, target)
     out = tmp_path_factory.mktemp("dist")
+    # Without build isolation when this environment's setuptools builds wheels by itself
+    # (70.1+); else pip fetches the build requirements from the package index.
+    isolation = ["--no-build-isolation"] if setuptools_builds_wheels() else []
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation,
          "--wheel-dir", str(out), str(snapshot)],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
