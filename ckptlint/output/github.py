@@ -9,6 +9,7 @@ from __future__ import annotations
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
 from ckptlint.output.common import GITHUB_LEVELS
+from ckptlint.output.text import site_suffix
 
 
 def escape_data(text: str) -> str:
@@ -29,5 +30,6 @@ def render(findings: list[Finding], context: OutputContext) -> str:
             f"line={f.start.row}", f"col={f.start.column}",
             f"endLine={f.end.row}", f"endColumn={f.end.column}",
         ])
-        lines.append(f"::{level} {properties}::{escape_data(f'{f.code} {f.message}')}\n")
+        message = f"{f.code} {f.message}{site_suffix(f)}"
+        lines.append(f"::{level} {properties}::{escape_data(message)}\n")
     return "".join(lines)

@@ -12,6 +12,7 @@ from ckptlint.catalogue import rule_info
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
 from ckptlint.output.common import SARIF_LEVELS
+from ckptlint.output.text import site_suffix
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/ckptlint/"
@@ -65,7 +66,7 @@ def result(finding: Finding, rule_index: dict[str, int]) -> dict:
         "ruleId": finding.code,
         "ruleIndex": rule_index[finding.code],
         "level": SARIF_LEVELS[finding.severity],
-        "message": {"text": finding.message},
+        "message": {"text": f"{finding.message}{site_suffix(finding)}"},
         "locations": [{"physicalLocation": {
             "artifactLocation": {"uri": uri(finding.filename)},
             "region": region,
