@@ -94,3 +94,30 @@ def test_sarif_without_findings_is_a_valid_empty_run(tmp_path):
     check_structure(log)
     assert log["runs"][0]["results"] == []
     assert log["runs"][0]["tool"]["driver"]["rules"] == []
+
+
+SEGMENT = '''\
+from torch.utils.checkpoint import checkpoint
+
+calls = []
+
+
+def block(x):
+    calls.append(1)
+    return x * 2
+
+
+def forward(x):
+    return checkpoint(block, x, use_reentrant=False)
+'''
+
+
+def test_segment_finding_links_its_checkpoint_site(tmp_path):
+    _, log = sarif_for(tmp_path, ("seg.py", SEGMENT))
+    check_structure(log)
+    (result,) = log["runs"][0]["results"]
+    assert result["ruleId"] == "CKP401"
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 7
+    (related,) = result["relatedLocations"]
+    assert related["physicalLocation"]["region"]["startLine"] == 12
+    assert "checkpointed at seg.py:12" in result["message"]["text"]
