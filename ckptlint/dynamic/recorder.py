@@ -14,10 +14,12 @@ processes can share the file and a crash loses nothing already written):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
+import weakref
 from typing import Any
 
 import torch
@@ -30,10 +32,10 @@ from ckptlint.dynamic.state import StateWatcher
 try:
     from torch.utils._python_dispatch import _disable_current_modes
 except ImportError:  # pragma: no cover - older torch
-    import contextlib
     _disable_current_modes = contextlib.nullcontext
 
 _busy = threading.local()
+_NULL = contextlib.nullcontext()
 _EMPTY_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
               "empty_permuted"}
 _IGNORED_OPS = {"detach", "alias", "lift_fresh", "_to_copy_noop"}
@@ -44,22 +46,55 @@ def _tensor_ok(t) -> bool:
         t.layout == torch.strided and t.device.type != "meta" and not t.is_quantized
 
 
+_param_cache: dict[tuple, tuple[Any, list[float]]] = {}
+
+
+def _param_key(t):
+    """A cache key for parameters and views of them (weights are saved by every call).
+
+    Keyed by the leaf object itself (held weakly and checked), its version counter (every
+    in-place update bumps it) and the view's geometry. Writes through `.data` do not bump the
+    version; such a change is missed here."""
+    base = t._base if t._base is not None else t
+    if not (base.is_leaf and base.requires_grad):
+        return None, None
+    return base, (id(base), base._version, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                  t.dtype)
+
+
 def digest(t) -> list[float] | None:
     """[sum, abs_sum] in float64, computed without being seen by any dispatch mode."""
     if not isinstance(t, torch.Tensor) or not _tensor_ok(t):
         return None
     _busy.on = True
     try:
-        with _disable_current_modes(), torch.no_grad():
+        base, key = _param_key(t)
+        if key is not None:
+            hit = _param_cache.get(key)
+            if hit is not None and hit[0]() is base:
+                return hit[1]
+        modes = _disable_current_modes() if torch._C._len_torch_dispatch_stack() else _NULL
+        with modes, torch.no_grad():
             d = t.detach()
             if d.is_complex():
                 d = torch.view_as_real(d)
-            d = d.to(torch.float64)
-            return [float(d.sum()), float(d.abs().sum())]
+            if d.dtype == torch.bool:
+                d = d.to(torch.uint8)
+            value = torch.stack([d.sum(dtype=torch.float64),
+                                 d.abs().sum(dtype=torch.float64)]).tolist()
+        if key is not None:
+            if len(_param_cache) > 4096:
+                _param_cache.clear()
+            _param_cache[key] = (weakref.ref(base), value)
+        return value
     except Exception:
         return None
     finally:
         _busy.on = False
+
+
+def _tensor_key(t) -> tuple:
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t._version)
 
 
 def _storage_key(t) -> int | None:
@@ -77,6 +112,8 @@ class PassRecord:
         self.devices: set[str] = set()
         self.uninit: set[int] = set()
         self.last_op: tuple[str, set, set] | None = None
+        # Digests of this pass's op outputs, so a saved output is not digested twice.
+        self.known: dict[tuple, list[float] | None] = {}
         self.state_before: dict[str, str] = {}
 
     def as_dict(self, info: PassEnd) -> dict[str, Any]:
@@ -132,6 +169,7 @@ class _OpMode(TorchDispatchMode):
                 if _storage_key(t) in rec.uninit:
                     continue
                 d = digest(t)
+                rec.known[_tensor_key(t)] = d
                 if d is None:
                     continue
                 total = d if total is None else [total[0] + d[0], total[1] + d[1]]
@@ -140,6 +178,16 @@ class _OpMode(TorchDispatchMode):
             rec.devices.add(str(t.device))
         rec.last_op = (name, {(t.data_ptr(), tuple(t.shape)) for t in outs},
                        {(t.data_ptr(), tuple(t.shape)) for t in ins})
+
+
+def _saved_digest(record: PassRecord, tensor) -> list[float] | None:
+    try:
+        key = _tensor_key(tensor)
+    except Exception:
+        return digest(tensor)
+    if key in record.known:
+        return record.known[key]
+    return digest(tensor)
 
 
 class Recorder(Observer):
@@ -189,7 +237,7 @@ class Recorder(Observer):
         record.saved.append({
             "i": index, "op": op, "role": role, "shape": list(tensor.shape),
             "dtype": str(tensor.dtype).replace("torch.", ""), "device": str(tensor.device),
-            "d": None if skip else digest(tensor),
+            "d": None if skip else _saved_digest(record, tensor),
         })
 
     def pass_ended(self, call: CheckpointCall, phase: str, info: PassEnd) -> None:

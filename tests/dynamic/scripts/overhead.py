@@ -24,7 +24,8 @@ class Block(nn.Module):
 
 blocks = nn.ModuleList(Block() for _ in range(4))
 opt = torch.optim.SGD(blocks.parameters(), lr=1e-3)
-x = torch.randn(64, width)
+batch = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+x = torch.randn(batch, width)
 
 
 def step():
