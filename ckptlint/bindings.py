@@ -78,6 +78,11 @@ def root_name(expr: cst.BaseExpression) -> cst.Name | None:
     return expr if isinstance(expr, cst.Name) else None
 
 
+def root_is(target: cst.BaseExpression, name: cst.Name) -> bool:
+    """True for `name`, `name[k]`, `name.attr` chains (anything rooted at `name`)."""
+    return root_name(target) is name
+
+
 def function_name(scope: Scope) -> str:
     return scope.qualname() if scope.kind != "module" else ""
 
@@ -137,14 +142,26 @@ class ModuleWriteCollector(cst.CSTVisitor):
                     self.through.setdefault((qualname, chain.attr.value), []).append(
                         Change(self.module, node, kind, where))
             chain = chain.value
-        if not self.in_function():
-            return  # module-level statements run once, at import
         name = root_name(target)
         if name is None:
             return
         bindings = self.scope.lookup(name.value)
         if not bindings or bindings[0].scope.kind != "module":
             return
+        imports = [b for b in bindings if b.kind == "import"]
+        if imports:
+            # `from settings import HISTORY; HISTORY.append(x)` mutates settings.HISTORY;
+            # `sys.path.insert(...)` is about the module `sys`, handled as a write through it.
+            if not (direct and isinstance(target, cst.Name)) and self.in_function():
+                for binding in imports:
+                    qualname = binding.qualname or ""
+                    if "." in qualname and root_is(target, name):
+                        parent, attr = qualname.rsplit(".", 1)
+                        self.through.setdefault((parent, attr), []).append(
+                            Change(self.module, node, "mutated in place", where))
+            return
+        if not self.in_function():
+            return  # module-level statements run once, at import
         if direct and isinstance(target, cst.Name):
             if name.value not in self.declared_global():
                 return
@@ -297,20 +314,28 @@ class BindingModel:
         if key in self._external:
             return self._external[key]
         short = module.name.rsplit(".", 1)[-1]
-        needle = f".{name}"
-        word = re.compile(rf"\b{re.escape(short)}\b")
-        writes = re.compile(rf"\.\s*{re.escape(name)}\b\s*(?:\[[^\]\n]*\]\s*)?"
-                            rf"(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\.\s*\w+_?\s*\()")
+        quoted_name, quoted_short = re.escape(name), re.escape(short)
+        alias = re.compile(rf"(?:\bimport\s+[\w.]*\b{quoted_short}|\bimport\s+[^\n]*\b{quoted_short})"
+                           rf"\s+as\s+(\w+)")
+        from_import = re.compile(rf"\bfrom\s+[\w.]*\b{quoted_short}\s+import\b[^\n]*\b{quoted_name}\b")
+        change = (rf"\s*\.\s*{quoted_name}\b\s*(?:\[[^\]\n]*\]\s*)?"
+                  rf"(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\.\s*\w+\s*\()")
         changes: list[Change] = []
         for path in self.project_files():
             text = self.text(path)
-            if not text or needle not in text or not writes.search(text) or not word.search(text):
+            if not text or name not in text or short not in text:
+                continue
+            accessors = {short, *alias.findall(text)}
+            through = re.search(rf"\b(?:{'|'.join(map(re.escape, sorted(accessors)))}){change}",
+                                text)
+            if through is None and from_import.search(text) is None:
                 continue
             other = self.project.module_at(path)
             if other is None:
                 continue
             for (qualname, attr), found in self.module_writes(other).through.items():
-                if attr == name and qualname == module.name:
+                if attr == name and (qualname == module.name
+                                     or module.name.endswith(f".{qualname}")):
                     changes.extend(found)
         self._external[key] = changes
         return changes

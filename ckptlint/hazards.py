@@ -29,7 +29,6 @@ RANDOM_MODULES = frozenset({
     "RReLU", "DropPath", "DropBlock2d", "StochasticDepth",
 })
 RANDOM_MODULE_PACKAGES = ("torch.", "timm.", "torchvision.")
-DROPOUT_TRAINING_DEFAULT = {"rrelu": False, "rrelu_": False}
 
 # -- randomness torch never restores (CKP303) --------------------------------------------------
 PY_RANDOM_DRAWS = frozenset({
@@ -72,7 +71,8 @@ EXTERNAL_READS = {
 }
 
 # -- side effects (CKP401) ---------------------------------------------------------------------
-LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
+# `debug` is left out: off by default, and a diagnostic the user turned on on purpose.
+LOG_METHODS = frozenset({"info", "warning", "warn", "error", "exception", "critical",
                          "fatal", "log"})
 LOGGER_FACTORIES = ("getLogger", "get_logger")
 

@@ -84,6 +84,25 @@ def is_framework(qualname: str) -> bool:
     return qualname.split(".", 1)[0] in FRAMEWORK_PACKAGES
 
 
+def top_package(module) -> str:
+    """The outermost package holding a module's file (by `__init__.py` files, not by roots)."""
+    cached = getattr(module, "_ckptlint_top_package", None)
+    if cached is not None:
+        return cached
+    from ckptlint.project import package_root
+
+    try:
+        relative = module.path.resolve().relative_to(package_root(module.path.resolve()))
+        top = relative.parts[0].removesuffix(".py") if relative.parts else ""
+    except ValueError:
+        top = module.name.split(".", 1)[0]
+    try:
+        module._ckptlint_top_package = top
+    except AttributeError:
+        pass
+    return top
+
+
 def chain_name(function: FunctionValue) -> str:
     """`Class.method` for methods, `module.func` for functions (as chains show them)."""
     qualname = function.qualname
@@ -103,6 +122,9 @@ class Reached:
     function: FunctionValue
     chain: tuple[str, ...]
     depth: int
+    # `self` is an object created inside the segment (`Interpreter(gm).run`): its attributes
+    # are the segment's own scratch state, not outer state.
+    fresh_self: bool = False
     _facts: FunctionFacts | None = None
 
     @property
@@ -134,7 +156,7 @@ class SegmentBuilder:
     def __init__(self, resolver: Resolver, max_depth: int) -> None:
         self.resolver = resolver
         self.max_depth = max_depth
-        self._callees: dict[int, list[FunctionValue]] = {}
+        self._callees: dict[int, list[tuple[FunctionValue, str]]] = {}
         self._facts: dict[int, FunctionFacts] = {}
 
     def facts(self, function: FunctionValue) -> FunctionFacts:
@@ -147,32 +169,43 @@ class SegmentBuilder:
         segment = Segment(site)
         seen: set[int] = set()
         queue: list[Reached] = []
+        fresh = site_builds_instance(site)
         for target in site.targets:
             if id(target.node) not in seen:
                 seen.add(id(target.node))
-                queue.append(Reached(target, (chain_name(target),), 0))
+                queue.append(Reached(target, (chain_name(target),), 0, fresh_self=fresh))
         while queue:
             reached = queue.pop(0)
             reached._facts = self.facts(reached.function)
             segment.functions.append(reached)
             if reached.depth >= self.max_depth:
                 continue
-            for callee in self.callees(reached.function):
+            for callee, how in self.callees(reached.function):
                 if id(callee.node) in seen:
                     continue
                 seen.add(id(callee.node))
+                callee_fresh = how == "fresh" or (how == "self" and reached.fresh_self)
                 queue.append(Reached(callee, (*reached.chain, chain_name(callee)),
-                                     reached.depth + 1))
+                                     reached.depth + 1, fresh_self=callee_fresh))
         return segment
 
-    def callees(self, function: FunctionValue) -> list[FunctionValue]:
+    def callees(self, function: FunctionValue) -> list[tuple[FunctionValue, str]]:
+        """Project functions the body calls, each with how: "fresh" (a method of an object
+        built right there), "self" (`self.method(...)`) or "other"."""
         key = id(function.node)
         if key in self._callees:
             return self._callees[key]
-        found: dict[int, FunctionValue] = {}
+        found: dict[int, tuple[FunctionValue, str]] = {}
         for call in self.facts(function).calls:
+            func = call.node.func
+            how = "other"
+            if isinstance(func, cst.Attribute):
+                if isinstance(func.value, cst.Call):
+                    how = "fresh"
+                elif self.resolver.self_class(func.value, function.module, call.scope) is not None:
+                    how = "self"
             for callee in self.resolve_call(call.node, function, call.scope):
-                found.setdefault(id(callee.node), callee)
+                found.setdefault(id(callee.node), (callee, how))
         self._callees[key] = list(found.values())
         return self._callees[key]
 
@@ -191,7 +224,8 @@ class SegmentBuilder:
             functions, _ = self.resolver.functions(values)
         except RecursionError:
             return []
-        return [f for f in functions if isinstance(f.node, (cst.FunctionDef, cst.Lambda))]
+        return [f for f in functions if isinstance(f.node, (cst.FunctionDef, cst.Lambda))
+                and (f.module is function.module or not is_framework(top_package(f.module)))]
 
     def external_attribute(self, func: cst.Attribute, function: FunctionValue,
                            scope: Scope) -> bool:
@@ -222,6 +256,20 @@ class SegmentBuilder:
         if function.owner is not None:
             return function.owner
         return cls
+
+
+def site_builds_instance(site) -> bool:
+    """`checkpoint(Interpreter(gm).run, ...)`: the target's `self` is built at the site."""
+    from ckptlint.sites import target_expression
+
+    try:
+        argument = target_expression(site)
+    except Exception:  # sites without a target expression
+        return False
+    if argument is None:
+        return False
+    expr = argument.value
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call)
 
 
 # -- facts about one function ------------------------------------------------------------------
@@ -310,6 +358,8 @@ class FactCollector(cst.CSTVisitor):
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         super().on_leave(original_node)
+        if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):
+            return  # skipped in on_visit: nothing was pushed
         if id(original_node) in self._guard_bodies:
             self.guard_depth -= 1
         if self.scopes.get(id(original_node)) is not None:

@@ -65,7 +65,18 @@ class SegmentRule(Rule):
         key = id(site)
         if key not in segments:
             segments[key] = (site, self.builder.build(site))
-        return segments[key][1]
+        segment = segments[key][1]
+        self.touch(reached.module for reached in segment.functions)
+        return segment
+
+    def touch(self, modules) -> None:
+        """Tell the engine's cache which files this file's findings depend on (cached
+        answers do not go through `Project.module_at`, which records them otherwise)."""
+        accessed = getattr(self.context.project, "accessed", None)
+        if accessed is None:
+            return
+        for module in modules:
+            accessed.add(module.path)
 
     def tensors(self, reached: Reached) -> TensorInference:
         inferences = self.context.cache.setdefault("tensor-inference", {})
@@ -103,12 +114,13 @@ class SegmentRule(Rule):
             attr = node.attr.value
             cls = self.self_class(reached, node.value, scope)
             if cls is not None:
-                if attr == "training":
+                if attr == "training" or reached.fresh_self:
                     return None
                 if self.context.resolver.find_method(cls, attr) is not None:
                     return None
                 changes = self.bindings.class_changes(cls).get(attr)
                 if changes:
+                    self.touch(change.module for change in changes)
                     return f"self.{attr}", changes
                 return None
             module = self.project_module(node.value, scope)
@@ -117,6 +129,7 @@ class SegmentRule(Rule):
                     return None
                 changes = self.bindings.global_changes(module, attr)
                 if changes:
+                    self.touch(change.module for change in changes)
                     return f"{snippet(reached.module, node.value)}.{attr}", changes
         return None
 
@@ -164,6 +177,7 @@ class SegmentRule(Rule):
             changes = self.bindings.global_changes(module, name)
         if not changes:
             return None
+        self.touch(change.module for change in changes)
         return name, changes
 
 

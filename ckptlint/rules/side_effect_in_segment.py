@@ -81,7 +81,7 @@ class SideEffectInSegment(SegmentRule):
         if root is None:
             return None
         if self.self_class(reached, root, scope) is not None:
-            if target is root:
+            if target is root or reached.fresh_self:
                 return None  # rebinding `self` itself
             return f"`{snippet(module, self.self_attribute(target))}`"
         bindings = scope.lookup(root.value)
