@@ -1,0 +1,320 @@
+"""Segments (target body + project callees, with chains), the binding model and the tensor
+inference behind CKP2xx-4xx."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+
+from ckptlint.config import parse_table
+from ckptlint.engine import Linter, lint
+from ckptlint.project import Project
+from ckptlint.resolve import ClassInfo, Resolver
+from ckptlint.source import SourceModule, parse_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHAIN_PROJECT = FIXTURES / "projects" / "segment_chain"
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def run(root: Path, paths: list[str] | None = None, **table):
+    config = parse_table({"select": ["CKP2", "CKP3", "CKP4"], **table}, root / "pyproject.toml")
+    return lint(paths or [str(root)], config).findings
+
+
+def relative(path: Path) -> str:
+    return os.path.relpath(path, Path.cwd())
+
+
+# -- the segment ---------------------------------------------------------------------------------
+def test_hazard_two_calls_deep_in_another_file_has_the_chain():
+    findings = run(CHAIN_PROJECT, [relative(CHAIN_PROJECT)])
+    by_code = {(Path(f.filename).name, f.code): f for f in findings}
+    read = by_code[("helpers.py", "CKP201")]
+    assert read.chain == ("Block.forward", "Attention.forward", "helpers.scaled_scores")
+    assert Path(read.site.filename).name == "model.py" and read.site.row == 15
+    assert "train.py:6" in read.message and "settings.SCALE" in read.message
+    assert read.target is not None and read.target.qualname == "Block.forward"
+
+
+def test_hazard_outside_the_linted_files_is_reported_at_the_site():
+    model = relative(CHAIN_PROJECT / "model.py")
+    findings = run(CHAIN_PROJECT, [model])
+    assert findings, "segment findings in helpers.py should be relocated to model.py"
+    assert {Path(f.filename).name for f in findings} == {"model.py"}
+    assert all(f.start.row == 15 for f in findings)
+    assert any("helpers.py:12" in f.message for f in findings)
+
+
+def test_max_depth_limits_the_callees_followed():
+    findings = run(CHAIN_PROJECT, [relative(CHAIN_PROJECT)], **{"max-depth": 1})
+    assert not [f for f in findings if Path(f.filename).name == "helpers.py"]
+    findings = run(CHAIN_PROJECT, [relative(CHAIN_PROJECT)], **{"max-depth": 2})
+    assert [f for f in findings if Path(f.filename).name == "helpers.py"]
+
+
+def test_recursion_ends_and_each_hazard_is_reported_once(tmp_path):
+    write(tmp_path, {"m.py": """
+        from torch.utils.checkpoint import checkpoint
+
+        LOG = []
+
+
+        def ping(x, n):
+            LOG.append(n)
+            return pong(x, n - 1) if n else x
+
+
+        def pong(x, n):
+            print(n)
+            return ping(x, n)
+
+
+        def forward(x):
+            a = checkpoint(ping, x, 3, use_reentrant=False)
+            return checkpoint(pong, a, 3, use_reentrant=False)
+    """})
+    findings = run(tmp_path)
+    rows = sorted((f.start.row, f.code) for f in findings)
+    assert rows == [(8, "CKP401"), (13, "CKP401")]
+    print_finding = [f for f in findings if f.start.row == 13][0]
+    assert print_finding.chain == ("m.ping", "m.pong")  # the first site in output order
+
+
+def test_never_checkpointed_code_is_not_flagged(tmp_path):
+    write(tmp_path, {"m.py": """
+        import random
+        import torch
+
+        STATE = []
+
+
+        def helper(x):
+            STATE.append(x)
+            print(random.random())
+            if torch.isnan(x).any():
+                x = x.to("cuda")
+            return x
+    """})
+    assert run(tmp_path) == []
+
+
+def test_object_built_in_the_segment_owns_its_attributes(tmp_path):
+    # torch/_higher_order_ops/wrap.py: checkpoint(Interpreter(gm).run, ...)
+    write(tmp_path, {"m.py": """
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Interpreter:
+            def __init__(self, gm):
+                self.gm = gm
+                self.env = {}
+
+            def run(self, x):
+                self.env = {}
+                self.env["x"] = x
+                return self.step(x)
+
+            def step(self, x):
+                self.last = x
+                return self.env["x"] * 2
+
+
+        def forward(gm, x):
+            return checkpoint(Interpreter(gm).run, x, use_reentrant=False)
+    """})
+    assert run(tmp_path) == []
+
+
+def test_files_without_sites_are_parsed_only_when_a_segment_reaches_them(tmp_path):
+    write(tmp_path, {
+        "model.py": """
+            from torch.utils.checkpoint import checkpoint
+            import helpers
+            import settings
+
+
+            def block(x):
+                return helpers.scale(x) * settings.FACTOR
+
+
+            def forward(x):
+                return checkpoint(block, x, use_reentrant=False)
+        """,
+        "helpers.py": """
+            def scale(x):
+                return x * 2
+        """,
+        "settings.py": "FACTOR = 3\n",
+        "unrelated.py": "def other():\n    return 1\n",
+        "also_unrelated.py": "import settings\n\nprint(settings.__name__)\n",
+    })
+    config = parse_table({"select": ["CKP2", "CKP3", "CKP4"]}, tmp_path / "pyproject.toml")
+    linter = Linter(config)
+    model = tmp_path / "model.py"
+    linter.project.add_root_for(model)
+    result = linter.lint_file(model, str(model))
+    assert result.findings == []
+    parsed = {path.name for path, module in linter.project._by_path.items() if module is not None}
+    assert "helpers.py" in parsed and "settings.py" in parsed
+    assert "unrelated.py" not in parsed and "also_unrelated.py" not in parsed
+
+
+# -- the binding model -----------------------------------------------------------------------------
+def module_of(project: Project, root: Path, name: str) -> SourceModule:
+    module = project.find_module(name)
+    assert module is not None
+    return module
+
+
+def test_binding_model_module_globals(tmp_path):
+    from ckptlint.bindings import BindingModel
+
+    write(tmp_path, {
+        "settings.py": """
+            SCALE = 1.0
+            SCALE = 2.0  # module level: import time, not a change
+            LIMIT = 3
+            TABLE = {}
+            TABLE["a"] = 1  # import time too
+            HISTORY = []
+            COUNT = 0
+
+
+            def bump():
+                global COUNT
+                COUNT += 1
+
+
+            def shadow():
+                LIMIT = 4  # a local, not the global
+                return LIMIT
+        """,
+        "train.py": """
+            import settings as cfg
+            from settings import HISTORY
+
+
+            def schedule(step):
+                cfg.SCALE = 1.0 / step
+                HISTORY.append(step)
+        """,
+    })
+    project = Project([tmp_path])
+    model = BindingModel(project, Resolver(project))
+    settings = module_of(project, tmp_path, "settings")
+    scale = model.global_changes(settings, "SCALE")
+    assert [(c.how, Path(c.module.display).name, c.where) for c in scale] == [
+        ("rebound", "train.py", "schedule")]
+    assert model.global_changes(settings, "LIMIT") == []
+    assert model.global_changes(settings, "TABLE") == []
+    assert [c.how for c in model.global_changes(settings, "COUNT")] == [
+        "changed by augmented assignment"]
+    history = model.global_changes(settings, "HISTORY", rebinding_counts=False)
+    assert [c.how for c in history] == ["mutated in place"]
+    # A reader that did `from settings import SCALE` keeps its copy: rebinding is not a change.
+    assert model.global_changes(settings, "SCALE", rebinding_counts=False) == []
+
+
+def test_binding_model_instance_attributes(tmp_path):
+    from ckptlint.bindings import BindingModel
+
+    write(tmp_path, {"layers.py": """
+        class Base:
+            def reset(self):
+                self.cache = None
+
+
+        class Layer(Base):
+            def __init__(self, dim):
+                self.dim = dim
+                self.cache = None
+                self.stats = []
+                self._build()
+
+            def _build(self):
+                self.proj = dim_proj(self.dim)
+
+            def reset_parameters(self):
+                self.scale = 1.0
+
+            def forward(self, x):
+                self.stats.append(x)
+                self.buf.add_(x)
+                return x * self.dim
+    """})
+    project = Project([tmp_path])
+    resolver = Resolver(project)
+    module = module_of(project, tmp_path, "layers")
+    scope = module.scopes.module_scope
+    node = scope.bindings["Layer"][0].node
+    cls = ClassInfo(module, node, module.scopes.scope_of[id(node)])
+    changes = BindingModel(project, resolver).class_changes(cls)
+    assert set(changes) == {"cache", "stats", "buf"}
+    assert changes["cache"][0].where == "Base.reset"
+    assert changes["stats"][0].how == "mutated in place"
+
+
+# -- tensor inference ------------------------------------------------------------------------------
+def levels(source: str) -> dict[str, int]:
+    """The level of every `probe_<name> = <expr>` value in function `f` of `source`."""
+    from ckptlint.resolve import FunctionValue
+    from ckptlint.tensors import TensorInference
+
+    text = textwrap.dedent(source)
+    module = SourceModule(Path("t.py"), "t.py", "t", False, text, parse_text(text, "t.py"))
+    node = module.scopes.module_scope.bindings["f"][0].node
+    scope = module.scopes.scope_of[id(node)]
+    function = FunctionValue(module, node, scope)
+    inference = TensorInference(Resolver(Project([])), module, scope, node)
+    found = {}
+    for statement in node.body.body:
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+        if isinstance(small, cst.Assign):
+            target = small.targets[0].target
+            if isinstance(target, cst.Name) and target.value.startswith("probe_"):
+                found[target.value[6:]] = inference.level(small.value, function.scope)
+    return found
+
+
+def test_tensor_inference_levels():
+    from ckptlint.tensors import NONE, STRONG, WEAK
+
+    found = levels("""
+        import torch
+        import torch.nn.functional as F
+
+
+        def f(x, mask=None, step: int = 0, scale=1.0):
+            h = F.relu(x)
+            n = h.shape[0]
+            probe_param = x > 0
+            probe_step = step > 10
+            probe_scale = scale
+            probe_shape = h.shape[-1] != x.shape[-1]
+            probe_dim = x.dim() == 3 and h.size(0) > 1
+            probe_none = mask is None
+            probe_isinstance = isinstance(mask, torch.Tensor) and len(mask) > 0
+            probe_dtype = h.dtype == torch.float16
+            probe_torch_op = h > 0
+            probe_isinf = torch.isinf(h).any()
+            probe_item = x.sum().item() > 1
+            probe_bool = bool(h.mean() > 0)
+            probe_n = n > 1
+            probe_finfo = torch.finfo(h.dtype).max
+            probe_grad = torch.is_grad_enabled()
+    """)
+    assert found == {
+        "param": WEAK, "step": NONE, "scale": NONE, "shape": NONE, "dim": NONE, "none": NONE,
+        "isinstance": NONE, "dtype": NONE, "torch_op": STRONG, "isinf": STRONG,
+        "item": STRONG, "bool": STRONG, "n": NONE, "finfo": NONE, "grad": NONE,
+    }
