@@ -210,10 +210,25 @@ def relocate_outside(finding: Finding, linted: dict[str, FileResult]) -> Finding
     """A hazard in a file outside the linted set is reported at its site, naming the hazard."""
     if finding.filename in linted or finding.site is None:
         return finding
+    same = linted_display(finding.filename, linted)
+    if same is not None:  # a linted file reached first through an import: its display differs
+        return replace(finding, filename=same)
     site = finding.site
     return replace(finding, filename=site.filename,
                    start=Position(site.row, site.column), end=Position(site.row, site.column),
                    message=f"{finding.message} (in {finding.filename}:{finding.start.row})")
+
+
+def linted_display(filename: str, linted: dict[str, FileResult]) -> str | None:
+    """The display under which `filename` (the same file, spelled otherwise) was linted."""
+    try:
+        target = Path(filename).resolve()
+        for display in linted:
+            if Path(display).resolve() == target:
+                return display
+    except OSError:
+        return None
+    return None
 
 
 def deduplicate(findings: list[Finding]) -> list[Finding]:
