@@ -37,12 +37,9 @@ def test_flake8_reports_ckptlint_findings_and_applies_noqa(tmp_path):
     root = write_project(tmp_path, {"m.py": SOURCE})
     result = flake8("--select", "CKP", "m.py", cwd=root)
     assert result.returncode == 1, result.stderr
-    assert result.stdout.splitlines() == [
-        "m.py:9:12: CKP102 `checkpoint` called without `use_reentrant`: torch warns and runs "
-        "it in reentrant mode; pass `use_reentrant=False` (or `True` to keep the current "
-        "behaviour)",
-        next(line for line in result.stdout.splitlines() if line.startswith("m.py:17:12: CKP101 ")),
-    ]
+    reported = [line.split(" ", 2)[:2] for line in result.stdout.splitlines()]
+    # Line 13's CKP102 carries `# noqa: CKP102`: flake8 drops it.
+    assert reported == [["m.py:9:12:", "CKP102"], ["m.py:17:12:", "CKP101"]]
 
 
 def test_flake8_disable_noqa_shows_suppressed(tmp_path):
