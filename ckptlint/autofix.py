@@ -23,7 +23,6 @@ import os
 import re
 import tempfile
 import tokenize
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable

@@ -18,7 +18,7 @@ from ckptlint.config import Config
 from ckptlint.engine import LintResult
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext, render
-from ckptlint.output.common import is_fixable, statistics
+from ckptlint.output.common import statistics
 
 HUMAN_FORMATS = ("text", "concise", "full", "grouped", "pylint")
 
