@@ -106,7 +106,8 @@ def render_findings(findings: list[Finding], result: LintResult, options: CheckO
 
 def fix_hint(findings: list[Finding], options: CheckOptions) -> None:
     """ruff-style footer on stderr: how many findings `--fix` (and `--unsafe-fixes`) would fix."""
-    if options.output_format not in HUMAN_FORMATS or options.show_statistics:
+    if (options.output_format not in HUMAN_FORMATS or options.show_statistics
+            or options.reading_stdin):  # editors read stdin runs: keep their stderr quiet
         return
     safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "safe")
     unsafe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "unsafe")
