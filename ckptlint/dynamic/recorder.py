@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ckptlint.dynamic.compare import compare
 from ckptlint.dynamic.observer import CheckpointCall, Observer, PassEnd
-from ckptlint.dynamic.state import StateWatcher
+from ckptlint.dynamic.state import LineTracer, StateWatcher
 
 try:
     from torch.utils._python_dispatch import _disable_current_modes
@@ -114,6 +114,8 @@ class PassRecord:
         self.last_op: tuple[str, set, set] | None = None
         # Digests of this pass's op outputs, so a saved output is not digested twice.
         self.known: dict[tuple, list[float] | None] = {}
+        # Autograd saves an op's inputs before running it: those wait for the next op.
+        self.pending: list[tuple[tuple, dict[str, Any]]] = []
         self.state_before: dict[str, str] = {}
 
     def as_dict(self, info: PassEnd) -> dict[str, Any]:
@@ -126,6 +128,25 @@ def _error_text(error) -> str | None:
         return None
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}"[:300]
+
+
+class _Both:
+    """Enters the op mode, then the line tracer; leaves them in reverse order."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __enter__(self):
+        self.first.__enter__()
+        self.second.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.second.__exit__(*exc)
+        finally:
+            self.first.__exit__(*exc)
+        return False
 
 
 class _OpMode(TorchDispatchMode):
@@ -176,8 +197,13 @@ class _OpMode(TorchDispatchMode):
             rec.ops.append([name, total])
         for t in outs:
             rec.devices.add(str(t.device))
-        rec.last_op = (name, {(t.data_ptr(), tuple(t.shape)) for t in outs},
-                       {(t.data_ptr(), tuple(t.shape)) for t in ins})
+        in_keys = {(t.data_ptr(), tuple(t.shape)) for t in ins}
+        if rec.pending:
+            for key, entry in rec.pending:
+                if key in in_keys:
+                    entry["op"], entry["role"] = name, "input"
+            rec.pending = []
+        rec.last_op = (name, {(t.data_ptr(), tuple(t.shape)) for t in outs}, in_keys)
 
 
 def _saved_digest(record: PassRecord, tensor) -> list[float] | None:
@@ -222,6 +248,10 @@ class Recorder(Observer):
         record = PassRecord(phase)
         record.state_before = self.state.snapshot(call, call.scratch.get("specs", ()))
         call.scratch["rec:" + phase] = record
+        specs = call.scratch.get("specs", ())
+        if any(spec.get("_line") for spec in specs):
+            record.tracer = LineTracer(specs)
+            return _Both(_OpMode(record), record.tracer)
         return _OpMode(record)
 
     def tensor_saved(self, call: CheckpointCall, phase: str, index: int, tensor) -> None:
@@ -230,15 +260,17 @@ class Recorder(Observer):
             return
         op, role = "", ""
         key = (tensor.data_ptr(), tuple(tensor.shape))
-        if record.last_op is not None:
-            op = record.last_op[0]
-            role = "output" if key in record.last_op[1] else "input" if key in record.last_op[2] else ""
+        if record.last_op is not None and key in record.last_op[1]:
+            op, role = record.last_op[0], "output"
         skip = _storage_key(tensor) in record.uninit
-        record.saved.append({
+        entry = {
             "i": index, "op": op, "role": role, "shape": list(tensor.shape),
             "dtype": str(tensor.dtype).replace("torch.", ""), "device": str(tensor.device),
             "d": None if skip else _saved_digest(record, tensor),
-        })
+        }
+        record.saved.append(entry)
+        if not op:
+            record.pending.append((key, entry))
 
     def pass_ended(self, call: CheckpointCall, phase: str, info: PassEnd) -> None:
         record = call.scratch.pop("rec:" + phase, None)
@@ -247,10 +279,13 @@ class Recorder(Observer):
         after = self.state.snapshot(call, call.scratch.get("specs", ()))
         state = {k: [record.state_before.get(k), after.get(k)] for k in set(after) | set(record.state_before)}
         data = record.as_dict(info)
+        tracer = getattr(record, "tracer", None)
+        lines = dict(tracer.hits) if tracer is not None and tracer.hits else None
         self.emit({"ev": "pass", "call": call.id, "phase": phase, "n": call.passes.get(phase, 1),
                    "ops": len(record.ops), "saved": len(record.saved),
                    "devices": sorted(record.devices), "early_stop": info.early_stopped,
-                   "error": data["error"], "seconds": round(info.seconds, 6), "state": state})
+                   "error": data["error"], "seconds": round(info.seconds, 6), "state": state,
+                   "lines": lines})
         if phase == "forward":
             call.scratch["forward"] = data
         else:

@@ -103,6 +103,16 @@ def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
                 break
             except subprocess.TimeoutExpired:
                 pass
+            except KeyboardInterrupt:
+                # The child has its own session (for --timeout): pass Ctrl-C on to it.
+                info.interrupted = True
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                    proc.wait(timeout=10)
+                except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired,
+                        KeyboardInterrupt):
+                    _stop(proc)
+                break
             now = time.monotonic()
             if timeout is not None and now - start > timeout:
                 info.timed_out = True

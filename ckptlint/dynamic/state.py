@@ -10,6 +10,7 @@ module attributes and built-in containers, so watching changes nothing.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import os
 import sys
@@ -42,7 +43,8 @@ def parse_expr(expr: str):
             return None
 
 
-def code_rows(filename: str, first_line: int) -> set[int]:
+@functools.lru_cache(maxsize=4096)
+def code_rows(filename: str, first_line: int) -> frozenset[int]:
     """The first line of a code object and the line of its `def` (after decorators)."""
     rows = {first_line}
     try:
@@ -56,7 +58,7 @@ def code_rows(filename: str, first_line: int) -> set[int]:
                 break
     except Exception:
         pass
-    return rows
+    return frozenset(rows)
 
 
 def _get(obj, step):
@@ -85,6 +87,8 @@ def _get(obj, step):
 def summarize(value) -> str:
     if value is _MISSING:
         return "<unreadable>"
+    if callable(value) and not isinstance(value, torch.nn.Module):
+        return f"<{type(value).__name__}>"      # bound methods are new objects per access
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         text = repr(value)
         return text if len(text) <= 60 else text[:57] + "..."
@@ -114,11 +118,13 @@ class StateWatcher:
     def __init__(self, specs: list[dict[str, Any]]):
         self.specs = []
         for spec in specs:
-            path = parse_expr(spec.get("expr", ""))
-            if path is None:
+            path = parse_expr(spec["expr"]) if spec.get("expr") else None
+            line = spec.get("line")
+            if path is None and not line:
                 continue
             spec = dict(spec)
             spec["_path"] = path
+            spec["_line"] = (os.path.realpath(line[0]), int(line[1])) if line else None
             spec["_targets"] = {(os.path.realpath(f), int(r)) for f, r in spec.get("targets") or ()}
             site = spec.get("site")
             spec["_site"] = (os.path.realpath(site[0]), int(site[1])) if site else None
@@ -185,8 +191,62 @@ class StateWatcher:
     def snapshot(self, call: CheckpointCall, specs) -> dict[str, str]:
         out = {}
         for spec in specs:
+            if spec.get("_path") is None:
+                continue
             try:
                 out[str(spec["id"])] = summarize(self.read(spec, call))
             except Exception:
                 out[str(spec["id"])] = "<unreadable>"
         return out
+
+
+class LineTracer:
+    """Counts how often given source lines run during one pass (sys.settrace, this thread).
+
+    Used for side-effect findings: a line that runs in the forward and again in the replay
+    is a side effect that happens twice. Stays off when another tracer (a debugger,
+    coverage) is installed, so it never displaces it."""
+
+    def __init__(self, specs):
+        self.lines: dict[tuple[str, int], list[str]] = {}
+        for spec in specs:
+            if spec.get("_line"):
+                self.lines.setdefault(spec["_line"], []).append(str(spec["id"]))
+        self.files = {f for f, _ in self.lines}
+        self.hits: dict[str, int] = {}
+        self.active = False
+        self._real: dict[str, str] = {}
+
+    def _file(self, code) -> str:
+        name = code.co_filename
+        real = self._real.get(name)
+        if real is None:
+            real = self._real[name] = os.path.realpath(name)
+        return real
+
+    def _global(self, frame, event, arg):
+        if event == "call" and self._file(frame.f_code) in self.files:
+            return self._local
+        return None
+
+    def _local(self, frame, event, arg):
+        if event == "line":
+            ids = self.lines.get((self._file(frame.f_code), frame.f_lineno))
+            if ids:
+                for spec_id in ids:
+                    self.hits[spec_id] = self.hits.get(spec_id, 0) + 1
+        return self._local
+
+    def __enter__(self):
+        if self.lines and sys.gettrace() is None:
+            self.active = True
+            for spec_id in {i for ids in self.lines.values() for i in ids}:
+                self.hits[spec_id] = 0
+            sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            sys.settrace(None)
+            self.active = False
+        return False

@@ -60,6 +60,7 @@ class CallObs:
     early_stops: int = 0
     compares: list[dict[str, Any]] = field(default_factory=list)
     states: list[tuple[str, dict[str, list]]] = field(default_factory=list)
+    lines: list[tuple[str, dict[str, int]]] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
 
@@ -127,6 +128,8 @@ class Observations:
             call.passes[phase] = call.passes.get(phase, 0) + 1
             call.early_stops += bool(event.get("early_stop"))
             call.states.append((phase, event.get("state") or {}))
+            if event.get("lines"):
+                call.lines.append((phase, event["lines"]))
             call.devices.update(event.get("devices") or ())
             if event.get("error"):
                 call.errors.append(f"{phase}: {event['error']}")
@@ -170,7 +173,9 @@ def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, A
         if finding.code not in STATE_CODES:
             continue
         name = state_name(finding)
-        if name is None:
+        line = [real(finding.filename), finding.start.row] if finding.code in SIDE_EFFECT_CODES \
+            else None
+        if name is None and line is None:
             continue
         targets = []
         if finding.target is not None:
@@ -180,7 +185,7 @@ def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, A
             last = finding.chain[-1]
             cls = last.rsplit(".", 1)[0] if "." in last else None
         specs.append({
-            "id": index, "expr": name, "file": real(finding.filename), "cls": cls,
+            "id": index, "expr": name, "line": line, "file": real(finding.filename), "cls": cls,
             "targets": targets,
             "site": [real(finding.site.filename), finding.site.row] if finding.site else None,
         })
@@ -196,17 +201,21 @@ class RunInfo:
     returncode: int | None = None
     start_error: str | None = None
     timed_out: bool = False
+    interrupted: bool = False
     stderr_tail: str = ""
 
     @property
     def failed(self) -> bool:
-        return self.start_error is not None or self.timed_out or self.returncode not in (0, None)
+        return (self.start_error is not None or self.timed_out or self.interrupted
+                or self.returncode not in (0, None))
 
     def describe(self) -> str:
         if self.start_error:
             return f"the command could not start ({self.start_error})"
         if self.timed_out:
             return "the command was stopped at the time limit"
+        if self.interrupted:
+            return "the command was interrupted"
         if self.returncode not in (0, None):
             return f"the command exited with status {self.returncode}"
         return "the command finished"
@@ -387,11 +396,54 @@ class Judge:
                     f"{forward_changed[1]}) but not in the replay"), False, False
         return f"`{name}` did not change between forward and replay", False, False
 
+    def _line_text(self, finding: Finding, calls: list[CallObs]) -> tuple[str | None, str | None]:
+        """(evidence, "confirmed"/"cleared") from how often the finding's line ran per pass."""
+        spec = self.spec_by_finding.get(id(finding))
+        if spec is None or not spec.get("line"):
+            return None, None
+        sid = str(spec["id"])
+        forward = replay = 0
+        traced = replays = False
+        for call in calls:
+            for phase, hits in call.lines:
+                if sid not in hits:
+                    continue
+                traced = True
+                if phase == "forward":
+                    forward += hits[sid]
+                else:
+                    replays = True
+                    replay += hits[sid]
+        if not traced or not replays:
+            return None, None
+        row = finding.start.row
+        if forward and replay:
+            return (f"line {row} ran in the forward and again in the replay "
+                    f"({_times(forward)} and {_times(replay)})"), "confirmed"
+        if forward:
+            return f"line {row} ran in the forward ({_times(forward)}) but never in the replay", \
+                "cleared"
+        return f"line {row} did not run in any watched pass", "cleared"
+
     def _replay(self, finding: Finding, calls: list[CallObs], site_keys: set[Key]) -> Finding:
         compared = [c for c in calls if c.compares]
         state_text, _, again = self._state_text(finding, calls)
         diverged = [(c, cmp) for c in compared for cmp in c.compares if cmp.get("matters")]
         n_compares = sum(len(c.compares) for c in compared)
+        line_text, line_hint = self._line_text(finding, calls) \
+            if finding.code in SIDE_EFFECT_CODES else (None, None)
+        if line_hint is not None:
+            call = compared[0] if compared else calls[0]
+            where = f"{call.qualname}() at {_where(call.site_key)}"
+            if line_hint == "confirmed":
+                text = f"replay of {where}: {line_text}"
+                if again and state_text:
+                    text += f"; {state_text}"
+                return finding.with_verdict("confirmed", text)
+            text = f"{where}: {line_text}"
+            if any(c.early_stops for c in compared) and "forward (" in line_text:
+                text += " (early stop ended the replay before it)"
+            return finding.with_verdict("cleared", f"{text}; replay compared {_times(n_compares)}")
         if finding.code in SIDE_EFFECT_CODES and again:
             call = next(c for c in calls if c.compares) if compared else calls[0]
             return finding.with_verdict(

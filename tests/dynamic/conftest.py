@@ -159,7 +159,7 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "wrappers": ("wrappers.py", (), ()),
     "wrappers_reentrant": ("wrappers.py", ("reentrant",), ()),
     "compiled": ("compiled.py", (), ()),
-    "timeout": ("sleeper.py", (), ("--timeout", "20")),
+    "timeout": ("sleeper.py", (), ("--timeout", "20", "--progress-every", "2")),
 }
 
 

@@ -118,3 +118,10 @@ def test_state_names_from_messages():
     assert state_name(f) == "self.log"
     plan = build_plan([finding("CKP201", 1, "self.cache")])
     assert plan["specs"][0]["expr"] == "self.cache" and plan["specs"][0]["cls"] == "Block"
+
+
+def test_missing_internals_give_error_verdicts(tmp_path):
+    obs = observations(tmp_path, [
+        {"ev": "start", "pid": 1, "errors": {"non-reentrant": "torch 9.9 lacks _checkpoint_hook"}}])
+    judged = judge_all([finding("CKP201", 12, "SCALE")], obs, run=RunInfo(returncode=0))
+    assert judged[0].verdict == "error" and "lacks _checkpoint_hook" in judged[0].evidence
