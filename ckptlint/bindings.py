@@ -29,7 +29,7 @@ import libcst as cst
 from ckptlint.project import Project
 from ckptlint.resolve import ClassInfo, Resolver
 from ckptlint.scopes import Scope
-from ckptlint.segment import import_qualnames, is_mutator
+from ckptlint.segment import compact, import_qualnames, is_mutator, memo_containers
 from ckptlint.source import SourceModule
 
 SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
@@ -39,7 +39,7 @@ SETUP_METHODS = frozenset({
     "reset_parameters", "_reset_parameters", "_init_weights", "init_weights", "_initialize",
     "__set_name__",
 })
-MAX_PROJECT_FILES = 20000
+MAX_PROJECT_FILES = 10000
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,6 +95,8 @@ class ModuleWriteCollector(cst.CSTVisitor):
         self.scopes = module.scopes.scope_of
         self.stack: list[Scope] = [module.scopes.module_scope]
         self.own: dict[str, list[Change]] = {}
+        self._memo: dict[int, frozenset[str]] = {}
+        self._decorators: set[str] | None = None
         # (imported module qualname, attribute) -> changes written through that import.
         self.through: dict[tuple[str, str], list[Change]] = {}
 
@@ -113,6 +115,36 @@ class ModuleWriteCollector(cst.CSTVisitor):
         scope = self.scopes.get(id(original_node))
         if scope is not None and scope.kind != "module":
             self.stack.pop()
+
+    def enclosing_functions(self) -> list[Scope]:
+        found = []
+        scope: Scope | None = self.scope
+        while scope is not None:
+            if scope.kind in ("function", "lambda"):
+                found.append(scope)
+            scope = scope.parent
+        return found
+
+    def is_registration(self) -> bool:
+        """Changes inside functions used as decorators in this module (`@register("gelu")`,
+        and the decorator such a factory returns) happen at import time, when the decorated
+        definitions register themselves."""
+        if self._decorators is None:
+            finder = _DecoratorNames()
+            self.module.tree.visit(finder)
+            self._decorators = finder.names
+        return any(scope.name in self._decorators for scope in self.enclosing_functions())
+
+    def is_memo_write(self, target: cst.BaseExpression, how: str, direct: bool) -> bool:
+        if direct:
+            return False
+        functions = self.enclosing_functions()
+        if not functions:
+            return False
+        node = functions[0].node
+        if id(node) not in self._memo:
+            self._memo[id(node)] = memo_containers(node)
+        return compact(target) in self._memo[id(node)]
 
     def in_function(self) -> bool:
         scope: Scope | None = self.scope
@@ -133,6 +165,8 @@ class ModuleWriteCollector(cst.CSTVisitor):
             self.record(target.value, node, how, direct)
             return
         where = function_name(self.scope)
+        if self.is_registration() or self.is_memo_write(target, how, direct):
+            return
         # Writes through a module: `m.NAME = ...`, `m.NAME.append(...)`, `pkg.m.NAME[k] = ...`.
         chain = target
         while isinstance(chain, (cst.Attribute, cst.Subscript)):
@@ -220,6 +254,7 @@ class ClassWriteCollector(cst.CSTVisitor):
         self.self_name = self_name
         self.where = where
         self.found: dict[str, list[Change]] = {}
+        self.memo: frozenset[str] = frozenset()
 
     def attr_of_self(self, expr: cst.BaseExpression) -> str | None:
         """`X` when `expr` is `self.X` or something inside it (`self.X[0]`, `self.X.y`)."""
@@ -235,6 +270,8 @@ class ClassWriteCollector(cst.CSTVisitor):
             self.found.setdefault(attr, []).append(Change(self.module, node, how, self.where))
 
     def target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+        if isinstance(target, cst.Subscript) and compact(target.value) in self.memo:
+            return  # `self.cache[key] = ...` after `if key not in self.cache`: memoization
         if isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self.target(element.value, node, how)
@@ -393,6 +430,7 @@ class BindingModel:
                 continue
             collector = ClassWriteCollector(cls.module, params[0].name.value,
                                             f"{cls.qualname}.{name}")
+            collector.memo = memo_containers(method)
             method.body.visit(collector)
             for attr, changes in collector.found.items():
                 found.setdefault(attr, []).extend(changes)
@@ -425,6 +463,22 @@ def is_static(method: cst.FunctionDef) -> bool:
         if isinstance(expr, cst.Name) and expr.value in ("staticmethod", "classmethod"):
             return True
     return False
+
+
+class _DecoratorNames(cst.CSTVisitor):
+    """Names of the functions this module uses as decorators (`@name`, `@name(...)`)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        expr = node.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        if isinstance(expr, cst.Name):
+            self.names.add(expr.value)
+        elif isinstance(expr, cst.Attribute):
+            self.names.add(expr.attr.value)
 
 
 class _Calls(cst.CSTVisitor):

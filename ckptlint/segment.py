@@ -52,6 +52,36 @@ def is_mutator(method: str) -> bool:
             and method not in TENSOR_NOT_MUTATING_UNDERSCORE)
 
 
+def compact(node: cst.CSTNode) -> str:
+    return "".join(cst.Module([]).code_for_node(node).split())
+
+
+class _MemoFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        for target in node.comparisons:
+            if isinstance(target.operator, (cst.In, cst.NotIn)):
+                self.found.add(compact(target.comparator))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("get", "setdefault"):
+            self.found.add(compact(func.value))
+
+
+def memo_containers(function_node: cst.CSTNode) -> frozenset[str]:
+    """Containers a function looks keys up in (`if key not in CACHE`, `CACHE.get(key)`).
+
+    Item writes to them are memoization: the replay finds the entry the forward stored and
+    computes the same value, so they are neither a change of state nor a side effect.
+    """
+    finder = _MemoFinder()
+    function_node.visit(finder)
+    return frozenset(finder.found)
+
+
 def import_qualnames(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set[str]:
     """Dotted names `expr` denotes through imports and simple aliases of its own file.
 

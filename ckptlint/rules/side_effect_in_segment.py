@@ -11,7 +11,8 @@ from ckptlint.findings import Finding
 from ckptlint.hazards import is_print, log_call
 from ckptlint.rules.segment_base import SegmentRule, snippet
 from ckptlint.scopes import Scope
-from ckptlint.segment import Reached, Segment, Write, import_qualnames, is_framework
+from ckptlint.segment import (Reached, Segment, Write, compact, import_qualnames, is_framework,
+                              memo_containers)
 from ckptlint.sites import NON_REENTRANT
 
 AGAIN = "the replay in backward runs it again"
@@ -26,6 +27,8 @@ class SideEffectInSegment(SegmentRule):
             for write in facts.writes:
                 if write.grad_guarded and segment.mode != NON_REENTRANT:
                     continue  # run once by the reentrant `torch.is_grad_enabled()` guard
+                if write.how == "item" and compact(write.target) in self.memo(reached):
+                    continue  # memoization: the replay finds the entry and stores nothing new
                 what = self.outer_state(reached, write)
                 if what is None:
                     continue
@@ -45,13 +48,24 @@ class SideEffectInSegment(SegmentRule):
                     what = log_call(call.node, call.scope)
                 if what is None:
                     continue
+                effect = "so the message is emitted twice"
+                if what == "`warnings.warn`":
+                    effect = ("so the warning is issued twice (the default filter shows it once; "
+                              "`simplefilter(\"always\")`, `-W error` or recorded warnings see both)")
                 row = reached.module.start(call.node).row
                 if row in seen:
                     continue
                 seen.add(row)
                 yield self.at(segment, reached, call.node,
-                              f"checkpointed code calls {what}; {AGAIN}, so the message is "
-                              f"emitted twice{self.guard_note(call.grad_guarded)}")
+                              f"checkpointed code calls {what}; {AGAIN}, "
+                              f"{effect}{self.guard_note(call.grad_guarded)}")
+
+    def memo(self, reached: Reached) -> frozenset[str]:
+        memos = self.context.cache.setdefault("memo-containers", {})
+        key = id(reached.node)
+        if key not in memos:
+            memos[key] = memo_containers(reached.node)
+        return memos[key]
 
     @staticmethod
     def guard_note(guarded: bool) -> str:
