@@ -128,6 +128,7 @@ def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
         info.returncode = proc.returncode
         text = b"".join(tail).decode("utf-8", "replace").rstrip().splitlines()
         info.stderr_tail = "\n".join(text[-15:])
+        info.stderr_lines = text[-200:]
         return WatchedRun(info, Observations.load(out_path), time.monotonic() - start)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

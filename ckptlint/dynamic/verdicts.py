@@ -203,6 +203,21 @@ class RunInfo:
     timed_out: bool = False
     interrupted: bool = False
     stderr_tail: str = ""
+    stderr_lines: list[str] = field(default_factory=list)
+
+    def crash_at(self, key: Key) -> str | None:
+        """The exception line of a traceback in the child's stderr that passes through `key`."""
+        frame = re.compile(r'^\s*File "([^"]+)", line (\d+)')
+        through = False
+        for line in self.stderr_lines:
+            m = frame.match(line)
+            if m:
+                if (real(m.group(1)), int(m.group(2))) == key:
+                    through = True
+                continue
+            if through and re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", line):
+                return line.strip()
+        return None
 
     @property
     def failed(self) -> bool:
@@ -297,7 +312,15 @@ class Judge:
         if finding.code in STATIC_ONLY:
             return finding.with_verdict("static-only", "this rule has no runtime check")
         calls, site_keys = self.matched_calls(finding)
+        if not calls and finding.code == "CKP104":
+            # transformers layers call checkpoint from library code: join through them.
+            marker = os.sep + "transformers" + os.sep
+            calls = [c for c in self.obs.calls.values()
+                     if any(marker in t[0] for t in c.targets)]
         if not calls:
+            crashed = self._reentrant_crash(finding)
+            if crashed is not None:
+                return crashed
             return self._no_calls(finding, site_keys)
         if finding.code in REENTRANT_CODES:
             return self._reentrant(finding, calls)
@@ -327,6 +350,18 @@ class Judge:
         suffix = f" ({self.run.describe()})" if self.run.failed else ""
         return finding.with_verdict("unexercised",
                                     f"the checkpoint at {where} was never called{suffix}")
+
+    def _reentrant_crash(self, finding: Finding) -> Finding | None:
+        """CKP103: reentrant checkpoint rejected the call (kwargs, context_fn, debug)."""
+        if finding.code != "CKP103" or finding.site is None:
+            return None
+        key = (real(finding.site.filename), finding.site.row)
+        error = self.run.crash_at(key)
+        if error and ("Unexpected keyword arguments" in error or "only supported when "
+                      "use_reentrant=False" in error or "use_reentrant=True" in error):
+            return finding.with_verdict(
+                "confirmed", f"the reentrant checkpoint at {_where(key)} raised {error}")
+        return None
 
     def _reentrant(self, finding: Finding, calls: list[CallObs]) -> Finding:
         reentrant = [c for c in calls if c.mode == "reentrant"]

@@ -79,3 +79,26 @@ def test_rule_page_examples_under_dynamic_mode(tmp_path):
     assert "saved a different tanh output" in found[0]["evidence"]
     rc, found, err = results["Use instead"]
     assert rc == 0 and found == [], (found, err[-2000:])
+
+
+def test_reentrant_call_rejected_at_run_time_is_confirmed(tmp_path):
+    (tmp_path / "kw.py").write_text(textwrap.dedent("""\
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        def block(x, scale=1.0):
+            return torch.tanh(x) * scale
+
+
+        x = torch.ones(3, requires_grad=True)
+        checkpoint(block, x, use_reentrant=True, scale=2.0).sum().backward()
+        """))
+    proc = subprocess.run([PY, "-m", "ckptlint", "dynamic", "--format", "json", "kw.py", "--",
+                           PY, "kw.py"], cwd=tmp_path, env=env_with_root(),
+                          capture_output=True, text=True, timeout=240)
+    found = {f["code"]: f for f in json.loads(proc.stdout)}
+    assert found["CKP103"]["verdict"] == "confirmed", (found, proc.stderr[-2000:])
+    assert "raised ValueError: Unexpected keyword arguments: scale" in found["CKP103"]["evidence"]
+    assert found["CKP101"]["verdict"] == "unexercised"
+    assert proc.returncode == 1
