@@ -22,7 +22,8 @@ def install() -> None:
         return
     _done = True
     out = os.environ.get("CKPTLINT_DYNAMIC_OUT")
-    if not out:
+    extra = [name for name in os.environ.get("CKPTLINT_DYNAMIC_OBSERVERS", "").split(",") if name]
+    if not out and not extra:
         return
     plan = {}
     plan_path = os.environ.get("CKPTLINT_DYNAMIC_PLAN")
@@ -44,11 +45,17 @@ def install() -> None:
             module_name, _, attr = factory.partition(":")
             recorder = getattr(importlib.import_module(module_name), attr)(out, plan)
         else:
-            recorder = Recorder(out, plan)
-        features, errors = torch_adapter.install(
+            features, errors = torch_adapter.install(
             replay_now=os.environ.get("CKPTLINT_DYNAMIC_REPLAY_NOW") == "1")
-        add_observer(recorder)
-        recorder.emit(start_event(features, errors))
+        if out and os.environ.get("CKPTLINT_DYNAMIC_RECORD", "1") != "0":
+            recorder = Recorder(out, plan)
+            add_observer(recorder)
+            recorder.emit(start_event(features, errors))
+        for name in extra:
+            import importlib
+            module_name, _, attr = name.partition(":")
+            factory = getattr(importlib.import_module(module_name), attr or "observer")
+            add_observer(factory())
     except Exception as exc:  # never break the user's program
         try:
             with open(out, "a", encoding="utf-8") as handle:

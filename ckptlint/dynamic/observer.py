@@ -14,6 +14,11 @@ checkpoint call:
     pass_ended(call, phase, info)           the pass ended; info is a PassEnd
     not_watched(site, reason)               a call could not be watched (torch.compile, ...)
 
+Observers are registered in the child with `add_observer`, or named by the parent:
+`runner.run_watched(command, observers=["pkg.module:factory"], record=False)` sets
+CKPTLINT_DYNAMIC_OBSERVERS, and the child calls each factory() and registers what it returns
+(the factory may read its own settings from the environment and write its own output file).
+
 Observers must not change what the program computes: no RNG draws, no in-place changes, no
 extra calls of the user's function. They run with the observer lock-free on the calling thread
 (autograd may run the replay on a device thread).
@@ -42,6 +47,11 @@ class CheckpointCall:
     preserve_rng_state: bool = True
     grad_enabled: bool = True
     inputs_require_grad: bool = True
+    # The positional arguments, from call_started until the forward ends (then dropped unless
+    # an observer set scratch["keep_args"] = True, e.g. to rerun the segment for a grad check).
+    args: tuple = ()
+    # data_ptr of the untyped storage of each tensor argument (to tell inputs from activations).
+    input_storages: frozenset = frozenset()
     # Anything an observer wants to keep per call (e.g. timings for profile).
     scratch: dict[str, Any] = field(default_factory=dict)
     # Set by the adapter: how many passes of each phase ran.

@@ -24,8 +24,9 @@ USAGE_EXAMPLE = "ckptlint profile src/ -- python train.py --steps 3"
 OBSERVER = "ckptlint.dynamic.profile_observer:ProfileObserver"
 GRAD_CHECK_NOTE = ("--grad-check ran each checked segment twice more before its real forward "
                    "(plain and checkpointed, under torch.random.fork_rng with every RNG set to "
-                   "the state of the real call; module buffers restored afterwards): Python "
-                   "side effects in those segments (appends, counters, logging) ran again.")
+                   "the state of the real call; module buffers and module attributes restored "
+                   "afterwards): other Python side effects in those segments (globals, "
+                   "closures, logging, I/O) ran again.")
 
 
 def static_sites(paths: list[str], config):
@@ -156,8 +157,8 @@ def _notes(report, records, grad_check: bool, measure_peak: bool) -> list[str]:
         if report.grad_checked:
             notes.append(GRAD_CHECK_NOTE)
             if report.buffers_restored:
-                notes.append(f"--grad-check restored module buffers {report.buffers_restored} "
-                             "times after its extra runs.")
+                notes.append(f"--grad-check put back {report.buffers_restored} module buffers "
+                             "or attributes that its extra runs had changed.")
         else:
             notes.append("--grad-check checked nothing: no checkpoint call ran with gradients.")
     if measure_peak:

@@ -25,11 +25,13 @@ What it measures, and why it costs (almost) nothing extra:
   have completed (never a synchronisation inside the training loop; the rest at exit).
 - replay divergence: per saved tensor its shape, dtype, device and an exact checksum of its
   values (the integer sum of the bit patterns), forward vs replay; a non-reentrant replay that
-  stops early is a prefix of the forward. Reentrant forwards save nothing, so only --grad-check sees their divergence.
+  stops early is a prefix of the forward. Reentrant forwards save nothing, so only
+  --grad-check sees their divergence.
 - --grad-check / --measure-peak run the segment again (plain and checkpointed) right before
   its real forward, under a fork of every RNG (torch CPU and devices, Python, NumPy) set to
-  the state the real forward starts from; module buffers are restored afterwards, but Python
-  side effects of the segment (appends, counters, logging) happen again.
+  the state the real forward starts from; module buffers and module attributes (rebinding and
+  list/dict/set contents) are put back afterwards, but other Python side effects of the
+  segment (globals, closures, logging, I/O) happen again.
 """
 
 from __future__ import annotations
@@ -419,18 +421,36 @@ def _error_text(error) -> str | None:
 
 # --------------------------------------------------------------------------- extra runs
 
+_CONTAINERS = (list, dict, set)
+
+
 class _Buffers:
-    """Puts module buffers back after an extra run: the same tensor objects, and their
-    values where the run changed them (an unchanged buffer is not written, so that its
-    version counter, which autograd checks, stays as it was)."""
+    """Puts the segment's modules back as they were after an extra run.
+
+    Buffers: the same tensor objects, and their values where the run changed them (an
+    unchanged buffer is not written, so that its version counter, which autograd checks,
+    stays as it was). Plain attributes: rebinding undone (`self.cache = ...`), and the
+    contents of attribute lists, dicts and sets put back (`self.aux_losses.append(...)`).
+    Globals, closures, logging and I/O are not restored: those side effects happen again."""
 
     def __init__(self, modules):
         self.entries = []
+        self.attrs = []
+        seen = set()
         for module in modules:
             for sub in module.modules():
+                if id(sub) in seen:
+                    continue
+                seen.add(id(sub))
                 for name, buf in list(sub._buffers.items()):
                     if buf is not None:
                         self.entries.append((sub, name, buf, buf.detach().clone()))
+                attrs = {k: v for k, v in sub.__dict__.items()
+                         if k not in ("_parameters", "_buffers", "_modules")}
+                contents = {k: (list(v) if isinstance(v, list) else
+                                dict(v) if isinstance(v, dict) else set(v))
+                            for k, v in attrs.items() if type(v) in _CONTAINERS}
+                self.attrs.append((sub, attrs, contents))
 
     def restore(self) -> int:
         changed = 0
@@ -442,7 +462,41 @@ class _Buffers:
                 if not torch.equal(buf, copy):
                     buf.copy_(copy)
                     changed += 1
+        for sub, attrs, contents in self.attrs:
+            current = sub.__dict__
+            for key in [k for k in current if k not in attrs
+                        and k not in ("_parameters", "_buffers", "_modules")]:
+                del current[key]
+                changed += 1
+            for key, value in attrs.items():
+                if current.get(key, _MISSING) is not value:
+                    current[key] = value
+                    changed += 1
+                if key in contents and _changed(value, contents[key]):
+                    _put_back(value, contents[key])
+                    changed += 1
         return changed
+
+
+_MISSING = object()
+
+
+def _changed(container, copy) -> bool:
+    if len(container) != len(copy):
+        return True
+    if isinstance(container, list):
+        return any(a is not b for a, b in zip(container, copy))
+    if isinstance(container, dict):
+        return any(container.get(k, _MISSING) is not v for k, v in copy.items())
+    return container != copy
+
+
+def _put_back(container, copy) -> None:
+    if isinstance(container, list):
+        container[:] = copy
+    else:
+        container.clear()
+        container.update(copy)
 
 
 class _SameRng:
@@ -544,13 +598,15 @@ def _gradients(call, fn, args, kwargs, params, checkpointed: bool):
         for p in params:
             p.grad = None
         try:
-            torch.autograd.backward(outputs, grads_out)
+            torch.autograd.backward(outputs, grads_out, retain_graph=True)
             grads = [t.grad for t in wrt]
         finally:
             for p, g in zip(params, kept):
                 p.grad = g
         return grads, len(wrt)
-    grads = torch.autograd.grad(outputs, wrt, grads_out, allow_unused=True)
+    # retain_graph: should the segment hand an output of this run to the program (a side
+    # effect), the program's own backward through it must not fail.
+    grads = torch.autograd.grad(outputs, wrt, grads_out, allow_unused=True, retain_graph=True)
     return list(grads), len(wrt)
 
 

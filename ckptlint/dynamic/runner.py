@@ -63,9 +63,13 @@ def _count(path: str) -> tuple[int, int]:
 def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
                 replay_now: bool = False, timeout: float | None = None,
                 progress: Callable[[str], None] | None = None, progress_every: float = 10.0,
-                output=None, env: dict[str, str] | None = None) -> WatchedRun:
+                output=None, env: dict[str, str] | None = None,
+                observers: Sequence[str] = (), record: bool = True) -> WatchedRun:
     """Run `command` with the watcher installed; its stdout and stderr go to `output`
-    (default: our stderr, so that our stdout holds only the verdicts)."""
+    (default: our stderr, so that our stdout holds only the verdicts).
+
+    `observers` ("module:factory") are registered in the child besides (or, with
+    record=False, instead of) the dynamic-mode recorder; see observer.py."""
     output = output if output is not None else sys.stderr
     workdir = tempfile.mkdtemp(prefix="ckptlint-dynamic-")
     out_path = os.path.join(workdir, "observations.jsonl")
@@ -82,6 +86,11 @@ def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
     child_env["CKPTLINT_DYNAMIC_PLAN"] = plan_path
     child_env["CKPTLINT_DYNAMIC_ROOT"] = PACKAGE_ROOT
     child_env["CKPTLINT_DYNAMIC_REPLAY_NOW"] = "1" if replay_now else "0"
+    child_env["CKPTLINT_DYNAMIC_RECORD"] = "1" if record else "0"
+    if observers:
+        child_env["CKPTLINT_DYNAMIC_OBSERVERS"] = ",".join(observers)
+    else:
+        child_env.pop("CKPTLINT_DYNAMIC_OBSERVERS", None)
     info = RunInfo()
     tail: collections.deque = collections.deque(maxlen=200)
     start = time.monotonic()

@@ -226,6 +226,7 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
         id=call_id, mode=mode, site=_call_site(caller), targets=targets, fn=fn,
         preserve_rng_state=bool(preserve), grad_enabled=grad,
         inputs_require_grad=any(isinstance(a, torch.Tensor) and a.requires_grad for a in args),
+        args=tuple(args), input_storages=frozenset(_storages(args)),
     )
     # The call's arguments, for observers' `call_started` only (e.g. profile's input storages
     # and --grad-check); removed right after so that no observer keeps them alive by accident.
@@ -247,6 +248,15 @@ def _is_graph_module(fn) -> bool:
     graph_module = getattr(fx, "GraphModule", None)
     owner = getattr(fn, "__self__", fn)
     return graph_module is not None and isinstance(owner, graph_module)
+
+
+def _storages(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            try:
+                yield a.untyped_storage().data_ptr()
+            except Exception:
+                pass
 
 
 class PassScope:
@@ -284,6 +294,8 @@ class PassScope:
                 _report_observer_failure(ctx, "__exit__", exc)
         _notify("pass_ended", self.call, self.phase,
                 PassEnd(error=error, early_stopped=early_stopped, seconds=seconds))
+        if self.phase == "forward" and not self.call.scratch.get("keep_args"):
+            self.call.args = ()
 
 
 def _saved(call, phase, index, tensor):

@@ -297,3 +297,24 @@ def test_usage_error_without_command():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "--" in proc.stderr
+
+
+def test_observer_api_serves_a_profile_style_observer(tmp_path):
+    """What issue 6 (profile) reuses: bytes freed from the replay's packs, pass timings."""
+    import json
+    from ckptlint.dynamic.runner import run_watched
+
+    out = tmp_path / "probe.jsonl"
+    sink = open(os.devnull, "w")
+    watched = run_watched([PY, str(SCRIPTS / "probe_train.py")], output=sink, record=False,
+                          observers=["_probe_observer:make"],
+                          env=env_with_root({"PROBE_OUT": str(out)}))
+    assert watched.info.returncode == 0, watched.info.stderr_tail
+    assert not watched.observations.calls            # record=False: no recorder events
+    [row] = [json.loads(line) for line in out.read_text().splitlines()]
+    # The replay packs x and W1 (first Linear), the relu output (relu saves its result),
+    # and the relu output again with W2 (second Linear): one activation storage of
+    # 8 x 64 float32 once x and the parameters are left out.
+    assert row["bytes"] == 8 * 64 * 4, row
+    assert row["seconds"] > 0 and row["args"] == 1 and row["early_stop"]
+    assert row["site"][1] == _row("probe_train.py", "checkpoint(block")
