@@ -320,6 +320,7 @@ class BindingModel:
         self._files: list[Path] | None = None
         self._texts: dict[Path, str | None] = {}
         self._external: dict[tuple[str, str], list[Change]] = {}
+        self._setup: dict[int, set[str]] = {}
 
     # -- modules -----------------------------------------------------------------------
     def module_writes(self, module: SourceModule) -> ModuleWriteCollector:
@@ -417,10 +418,19 @@ class BindingModel:
         self._classes[key] = merged
         return merged
 
+    def setup_names(self, class_node: cst.ClassDef) -> set[str]:
+        """`__init__`, the setup methods and the methods `__init__` calls, of one class."""
+        key = id(class_node)
+        if key not in self._setup:
+            methods = {statement.name.value: statement for statement in class_node.body.body
+                       if isinstance(statement, cst.FunctionDef)}
+            self._setup[key] = self.setup_methods(methods)
+        return self._setup[key]
+
     def own_class_changes(self, cls: ClassInfo) -> dict[str, list[Change]]:
         methods = {statement.name.value: statement for statement in cls.node.body.body
                    if isinstance(statement, cst.FunctionDef)}
-        setup = self.setup_methods(methods)
+        setup = self.setup_names(cls.node)
         found: dict[str, list[Change]] = {}
         for name, method in methods.items():
             if name in setup or is_static(method):

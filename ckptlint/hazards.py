@@ -113,6 +113,11 @@ def random_call(call: cst.Call, scope: Scope) -> str | None:
         if not name.startswith("torch."):
             continue
         short = short_name(name)
+        if short == "scaled_dot_product_attention":
+            p = keyword(call, "dropout_p", 4)
+            if p is None or literal_number(p) == 0.0:
+                return None
+            return f"`{name}` with `dropout_p`"
         if short in TORCH_RANDOM_FUNCTIONS and not name.startswith(("torch.cuda.", "torch.random.")):
             if "dropout" in short:
                 p = literal_number(keyword(call, "p", 1))
@@ -141,17 +146,18 @@ def random_call(call: cst.Call, scope: Scope) -> str | None:
     return None
 
 
-def module_class_names(resolver: Resolver, cls: ClassInfo | None, attr: str) -> set[str]:
-    """Qualified names of the classes `self.<attr>` is built from (`torch.nn.Dropout`)."""
+def module_constructors(resolver: Resolver, cls: ClassInfo | None,
+                        attr: str) -> list[tuple[str, cst.Call]]:
+    """(qualified class name, constructor call) for each way `self.<attr>` is built."""
     if cls is None:
-        return set()
+        return []
     assigned = resolver.attribute_assignments(cls).get(attr)
     if not assigned:
         for base in resolver.base_classes(cls):
             assigned = resolver.attribute_assignments(base).get(attr)
             if assigned:
                 break
-    names: set[str] = set()
+    found: list[tuple[str, cst.Call]] = []
     for value, scope in assigned or []:
         for expr in branches(value):
             if isinstance(expr, cst.Call):
@@ -160,8 +166,8 @@ def module_class_names(resolver: Resolver, cls: ClassInfo | None, attr: str) -> 
                         p = literal_number(keyword(expr, "p", 0))
                         if p is not None and p == 0.0:
                             continue
-                    names.add(name)
-    return names
+                    found.append((name, expr))
+    return found
 
 
 def branches(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -180,9 +186,12 @@ def random_module_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
     cls = resolver.self_class(func.value, module, scope)
     if cls is None:
         return None
-    for name in module_class_names(resolver, owner or cls, func.attr.value):
+    for name, constructor in module_constructors(resolver, owner or cls, func.attr.value):
         if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
-            return f"`self.{func.attr.value}` (`{short_name(name)}`)"
+            built = " ".join(cst.Module([]).code_for_node(constructor).split())
+            if len(built) > 50:
+                built = short_name(name) + "(...)"
+            return f"`self.{func.attr.value}`, built as `{built}`"
     return None
 
 
@@ -207,8 +216,8 @@ def log_call(call: cst.Call, scope: Scope) -> str | None:
     """`logger.warning(...)`, `logging.info(...)`, `warnings.warn(...)`: the text to report."""
     func = call.func
     names = qualnames(func, scope)
-    if "warnings.warn" in names:
-        return "`warnings.warn`"
+    # `warnings.warn` is left out: the default filter shows a warning once per location, so
+    # the replay's second call is invisible.
     if any(n.startswith("logging.") and short_name(n) in LOG_METHODS for n in names):
         return f"`{cst.Module([]).code_for_node(func)}`"
     if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS:

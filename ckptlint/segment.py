@@ -251,11 +251,42 @@ class SegmentBuilder:
             return []
         try:
             values = self.resolver.values(func, function.module, scope)
+            if isinstance(func, cst.Attribute):
+                values = values + self.conditional_attribute(func, function, scope)
             functions, _ = self.resolver.functions(values)
         except RecursionError:
             return []
         return [f for f in functions if isinstance(f.node, (cst.FunctionDef, cst.Lambda))
                 and (f.module is function.module or not is_framework(top_package(f.module)))]
+
+    def conditional_attribute(self, func: cst.Attribute, function: FunctionValue,
+                              scope: Scope) -> list:
+        """`self.drop_path = DropPath(p) if p > 0 else nn.Identity()`: both branches."""
+        cls = self.owner(function, func.value, scope)
+        if cls is None:
+            return []
+        assigned = self.resolver.attribute_assignments(cls).get(func.attr.value)
+        if not assigned:
+            for base in self.resolver.base_classes(cls):
+                assigned = self.resolver.attribute_assignments(base).get(func.attr.value)
+                if assigned:
+                    cls = base
+                    break
+        values: list = []
+        for value, value_scope in assigned or []:
+            if not isinstance(value, cst.IfExp):
+                continue
+            pending = [value]
+            while pending:
+                expr = pending.pop()
+                if isinstance(expr, cst.IfExp):
+                    pending += [expr.body, expr.orelse]
+                    continue
+                names = import_qualnames(expr.func, value_scope) if isinstance(expr, cst.Call) else set()
+                if names and all(is_framework(name) for name in names):
+                    continue
+                values += self.resolver.values(expr, cls.module, value_scope)
+        return values
 
     def external_attribute(self, func: cst.Attribute, function: FunctionValue,
                            scope: Scope) -> bool:

@@ -21,6 +21,7 @@ class DeviceMoveInSegment(SegmentRule):
     def check(self, segment: Segment) -> Iterator[Finding]:
         random_text = None
         for reached, facts in self.functions(segment):
+            self.callee = reached.depth > 0
             for call in facts.calls:
                 target = self.move_target(call.node, call.scope)
                 if target is None:
@@ -101,6 +102,8 @@ class DeviceMoveInSegment(SegmentRule):
             if not bindings:
                 return False
             for binding in bindings:
+                if binding.kind == "param" and getattr(self, "callee", False):
+                    return False  # a helper's `device` parameter: the caller's choice (x.device)
                 if binding.kind in ("assign", "walrus") and binding.value is not None:
                     if not self.is_foreign_device(binding.value, binding.scope, depth + 1):
                         return False

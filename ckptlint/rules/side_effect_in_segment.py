@@ -49,9 +49,6 @@ class SideEffectInSegment(SegmentRule):
                 if what is None:
                     continue
                 effect = "so the message is emitted twice"
-                if what == "`warnings.warn`":
-                    effect = ("so the warning is issued twice (the default filter shows it once; "
-                              "`simplefilter(\"always\")`, `-W error` or recorded warnings see both)")
                 row = reached.module.start(call.node).row
                 if row in seen:
                     continue
@@ -59,6 +56,15 @@ class SideEffectInSegment(SegmentRule):
                 yield self.at(segment, reached, call.node,
                               f"checkpointed code calls {what}; {AGAIN}, "
                               f"{effect}{self.guard_note(call.grad_guarded)}")
+
+    def in_setup_method(self, reached: Reached) -> bool:
+        """A setup method (`__init__` calls it, e.g. `_set_cos_sin_cache`) reached from the
+        segment re-initialises lazily; the binding model treats its writes as setup too."""
+        node = reached.node
+        class_scope = reached.scope.parent
+        if not isinstance(node, cst.FunctionDef) or class_scope is None or class_scope.kind != "class":
+            return False
+        return node.name.value in self.bindings.setup_names(class_scope.node)
 
     def memo(self, reached: Reached) -> frozenset[str]:
         memos = self.context.cache.setdefault("memo-containers", {})
@@ -95,7 +101,7 @@ class SideEffectInSegment(SegmentRule):
         if root is None:
             return None
         if self.self_class(reached, root, scope) is not None:
-            if target is root or reached.fresh_self:
+            if target is root or reached.fresh_self or self.in_setup_method(reached):
                 return None  # rebinding `self` itself
             return f"`{snippet(module, self.self_attribute(target))}`"
         bindings = scope.lookup(root.value)
