@@ -37,7 +37,8 @@ SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__
 SETUP_METHODS = frozenset({
     "__init__", "__new__", "__post_init__", "__setstate__", "__init_subclass__",
     "reset_parameters", "_reset_parameters", "_init_weights", "init_weights", "_initialize",
-    "__set_name__",
+    "__set_name__", "_load_from_state_dict", "load_state_dict", "post_init", "_post_init",
+    "tie_weights", "_tie_or_clone_weights",
 })
 MAX_PROJECT_FILES = 10000
 

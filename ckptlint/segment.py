@@ -199,7 +199,7 @@ class SegmentBuilder:
         segment = Segment(site)
         seen: set[int] = set()
         queue: list[Reached] = []
-        fresh = site_builds_instance(site)
+        fresh = site_builds_instance(site, self.resolver)
         for target in site.targets:
             if id(target.node) not in seen:
                 seen.add(id(target.node))
@@ -319,8 +319,9 @@ class SegmentBuilder:
         return cls
 
 
-def site_builds_instance(site) -> bool:
-    """`checkpoint(Interpreter(gm).run, ...)`: the target's `self` is built at the site."""
+def site_builds_instance(site, resolver: Resolver) -> bool:
+    """`checkpoint(Interpreter(gm).run, ...)`, `checkpoint(Block(dim), x)`: the target's
+    `self` is built at the site, for this call only."""
     from ckptlint.sites import target_expression
 
     try:
@@ -330,7 +331,17 @@ def site_builds_instance(site) -> bool:
     if argument is None:
         return False
     expr = argument.value
-    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call):
+        return True
+    if isinstance(expr, cst.Call):
+        from ckptlint.resolve import ClassValue
+
+        try:
+            values = resolver.values(expr.func, site.module, argument.scope)
+        except RecursionError:
+            return False
+        return bool(values) and all(isinstance(value, ClassValue) for value in values)
+    return False
 
 
 # -- facts about one function ------------------------------------------------------------------

@@ -119,7 +119,7 @@ class SegmentRule(Rule):
                 if self.context.resolver.find_method(cls, attr) is not None:
                     return None
                 changes = self.bindings.class_changes(cls).get(attr)
-                if changes:
+                if changes and not self.written_first(reached, node, attr):
                     self.touch(change.module for change in changes)
                     return f"self.{attr}", changes
                 return None
@@ -132,6 +132,34 @@ class SegmentRule(Rule):
                     self.touch(change.module for change in changes)
                     return f"{snippet(reached.module, node.value)}.{attr}", changes
         return None
+
+    def written_first(self, reached: Reached, read: cst.CSTNode, attr: str) -> bool:
+        """`self.X = ...` as a plain statement of this function, above the read: every run
+        (the replay too) sets it before reading it, so the read sees this run's value."""
+        node = reached.node
+        if not isinstance(node, cst.FunctionDef) or not isinstance(node.body, cst.IndentedBlock):
+            return False
+        rows = self.context.cache.setdefault("first-writes", {})
+        key = (id(node), attr)
+        if key not in rows:
+            rows[key] = None
+            for statement in node.body.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
+                               else [small.target] if isinstance(small, cst.AnnAssign)
+                               and small.value is not None else [])
+                    if any(isinstance(t, cst.Attribute) and t.attr.value == attr
+                           and isinstance(t.value, cst.Name)
+                           and self.self_class(reached, t.value, reached.scope) is not None
+                           for t in targets):
+                        rows[key] = reached.module.start(statement).row
+                        break
+                if rows[key] is not None:
+                    break
+        first = rows[key]
+        return first is not None and first < reached.module.start(read).row
 
     def project_module(self, expr: cst.BaseExpression, scope: Scope):
         for qualname in import_qualnames(expr, scope):
