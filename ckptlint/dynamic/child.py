@@ -4,7 +4,6 @@ Environment (set by the parent, see runner.py):
   CKPTLINT_DYNAMIC_OUT         JSON-lines file the observations are appended to
   CKPTLINT_DYNAMIC_PLAN        JSON file with the state specs to watch (optional)
   CKPTLINT_DYNAMIC_REPLAY_NOW  "1" to rerun each segment right after its forward
-  CKPTLINT_DYNAMIC_OBSERVER    "module:factory" of the observer to use instead of the recorder
 """
 
 from __future__ import annotations
@@ -37,15 +36,7 @@ def install() -> None:
         from ckptlint.dynamic import torch_adapter
         from ckptlint.dynamic.observer import add_observer
         from ckptlint.dynamic.recorder import Recorder, start_event
-        # CKPTLINT_DYNAMIC_OBSERVER="module:factory" replaces the recorder (`profile` uses
-        # it); factory(out, plan) returns an Observer that also has `emit(event)`.
-        factory = os.environ.get("CKPTLINT_DYNAMIC_OBSERVER")
-        if factory:
-            import importlib
-            module_name, _, attr = factory.partition(":")
-            recorder = getattr(importlib.import_module(module_name), attr)(out, plan)
-        else:
-            features, errors = torch_adapter.install(
+        features, errors = torch_adapter.install(
             replay_now=os.environ.get("CKPTLINT_DYNAMIC_REPLAY_NOW") == "1")
         if out and os.environ.get("CKPTLINT_DYNAMIC_RECORD", "1") != "0":
             recorder = Recorder(out, plan)

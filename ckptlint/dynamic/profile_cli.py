@@ -21,7 +21,7 @@ import click
 from ckptlint.dynamic.cli import DynamicCommand, torch_available
 
 USAGE_EXAMPLE = "ckptlint profile src/ -- python train.py --steps 3"
-OBSERVER = "ckptlint.dynamic.profile_observer:ProfileObserver"
+OBSERVER = "ckptlint.dynamic.profile_observer:observer"
 GRAD_CHECK_NOTE = ("--grad-check ran each checked segment twice more before its real forward "
                    "(plain and checkpointed, under torch.random.fork_rng with every RNG set to "
                    "the state of the real call; module buffers and module attributes restored "
@@ -105,7 +105,6 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
         events_path = os.path.join(workdir, "profile.jsonl")
         env = dict(os.environ)
         env.update({
-            "CKPTLINT_DYNAMIC_OBSERVER": OBSERVER,
             "CKPTLINT_PROFILE_OUT": events_path,
             "CKPTLINT_PROFILE_OPTIONS": json.dumps({"grad_check": grad_check,
                                                     "measure_peak": measure_peak}),
@@ -118,7 +117,8 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
             click.echo(f"ckptlint profile: {time.monotonic() - started:.0f} s, {sites} "
                        f"checkpoint sites seen, {calls} calls profiled", err=True)
 
-        watched = run_watched(command, timeout=timeout, progress=progress, env=env)
+        watched = run_watched(command, timeout=timeout, progress=progress, env=env,
+                              observers=[OBSERVER], record=False)
         report = build_report(load_events(events_path), keys)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

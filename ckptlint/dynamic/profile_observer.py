@@ -1,7 +1,8 @@
 """The `profile` observer (child side): what each checkpoint call frees and costs.
 
-Loaded by `child.py` through CKPTLINT_DYNAMIC_OBSERVER in place of the dynamic-mode recorder,
-so profiling pays for no op-by-op dispatch mode. Per checkpoint call it writes JSON lines to
+Registered in the child through `run_watched(observers=["...profile_observer:observer"],
+record=False)`, in place of the dynamic-mode recorder, so profiling pays for no op-by-op
+dispatch mode. Per checkpoint call it writes JSON lines to
 CKPTLINT_PROFILE_OUT (options in CKPTLINT_PROFILE_OPTIONS, a JSON object):
 
   {"ev": "start", "pid", "torch", "features", "errors", "argv"}
@@ -238,9 +239,21 @@ class _CallState:
         self.mode = mode
 
 
+def observer() -> "ProfileObserver":
+    """The factory the child calls (`run_watched(observers=[...:observer], record=False)`);
+    also writes the start event, with what the adapter could and could not hook."""
+    from ckptlint.dynamic import torch_adapter
+    from ckptlint.dynamic.recorder import start_event
+    obs = ProfileObserver()
+    obs.emit(start_event(dict(torch_adapter.FEATURES), dict(torch_adapter.ERRORS)))
+    return obs
+
+
 class ProfileObserver(Observer):
-    def __init__(self, out: str, plan: dict[str, Any] | None = None):
+    def __init__(self, out: str | None = None, plan: dict[str, Any] | None = None):
         path = os.environ.get("CKPTLINT_PROFILE_OUT") or out
+        if not path:
+            raise RuntimeError("CKPTLINT_PROFILE_OUT is not set")
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             options = json.loads(os.environ.get("CKPTLINT_PROFILE_OPTIONS") or "{}")
@@ -295,7 +308,9 @@ class ProfileObserver(Observer):
     def call_started(self, call: CheckpointCall) -> None:
         if _busy():
             return
-        args = call.scratch.get("args") or ()
+        args = call.scratch.get("args")
+        if args is None:
+            args = getattr(call, "args", ()) or ()
         kwargs = call.scratch.get("kwargs") or {}
         tensors = list(_tensors(args)) + list(_tensors(kwargs))
         modules = _modules_of(call.fn)

@@ -31,7 +31,7 @@ MIB = 1024 * 1024
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    for key in ("CKPTLINT_DYNAMIC_OUT", "CKPTLINT_DYNAMIC_OBSERVER", "CKPTLINT_PROFILE_OUT"):
+    for key in ("CKPTLINT_DYNAMIC_OUT", "CKPTLINT_DYNAMIC_OBSERVERS", "CKPTLINT_PROFILE_OUT"):
         env.pop(key, None)
     return env
 
