@@ -437,7 +437,8 @@ def _install_non_reentrant():
             return super().__exit__(exc_type, exc, tb)
 
     class GenWrapper:
-        """Wraps the non-reentrant generator to see a no-grad forward (for --replay-now)."""
+        """Wraps the non-reentrant generator to see a no-grad forward (and rerun it for
+        --replay-now)."""
 
         def __init__(self, inner):
             self.inner, self.step, self.scope, self.frame = inner, 0, None, None
@@ -462,7 +463,8 @@ def _install_non_reentrant():
             if self.scope is not None:
                 self.scope.end(None)
                 self.scope = None
-                _replay_now_no_grad(self.frame)
+                if REPLAY_NOW:
+                    _replay_now_no_grad(self.frame)
             return self.inner.send(value)
 
         def throw(self, *exc):
@@ -480,8 +482,9 @@ def _install_non_reentrant():
     _cp._CheckpointFrame = WatchedFrame
     _cp._checkpoint_hook = WatchedHook
     _cp._recomputation_hook = WatchedRecomputation
-    if REPLAY_NOW:
-        _cp._checkpoint_without_reentrant_generator = watched_generator
+    # Only `checkpoint()` looks this name up at call time; it shows us no-grad forwards,
+    # which install no saved-tensor hooks (composable checkpoint binds its own copy).
+    _cp._checkpoint_without_reentrant_generator = watched_generator
 
 
 def _replay_now_non_reentrant(frame):

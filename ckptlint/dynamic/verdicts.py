@@ -494,9 +494,11 @@ class Judge:
             return finding.with_verdict("confirmed", text)
         if not compared:
             call = calls[0]
-            forwards = sum(c.passes.get("forward", 0) for c in calls)
+            forwards = sum(c.passes.get("forward", 0) for c in calls) or len(calls)
+            no_grad = all(not c.grad for c in calls)
             text = (f"{call.qualname}() at {_where(call.site_key)} ran forward "
-                    f"{_times(forwards)} but never replayed (no backward")
+                    f"{_times(forwards)} but never replayed ("
+                    + ("under no_grad" if no_grad else "no backward"))
             text += "; run with --replay-now to replay right away)" if not any(
                 c.passes.get("replay_now") for c in calls) else ")"
             return finding.with_verdict("unexercised", text)
