@@ -143,6 +143,7 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "state_branch_harmless": ("state_branch.py", ("harmless",), ()),
     "data_branch_harmful": ("data_branch.py", (), ()),
     "data_branch_harmless": ("data_branch.py", ("harmless",), ()),
+    "data_branch_hard_exit": ("data_branch.py", ("hard-exit",), ()),
     "data_branch_replay_now": ("data_branch.py", (), ("--replay-now",)),
     "rng_harmful": ("unpreserved_rng.py", (), ()),
     "rng_harmless": ("unpreserved_rng.py", ("harmless",), ()),

@@ -40,3 +40,20 @@ def test_targets_of_wrappers_resolve_to_user_code():
     assert targets_of(functools.partial(block.__call__)) == expected      # super().__call__ style
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     assert targets_of(checkpoint_wrapper(Block())) == expected
+
+
+def test_uninitialised_empty_outputs_are_not_digested():
+    from ckptlint.dynamic.recorder import PassRecord, _OpMode
+
+    record = PassRecord("forward")
+    with _OpMode(record):
+        buf = torch.empty(4)
+        torch.tanh(buf)                 # reads garbage: its own output is digested anyway
+        filled = torch.empty(3).fill_(2.0)
+        torch.sin(filled)
+    names = [op[0] for op in record.ops]
+    assert names[:2] == ["empty", "tanh"] and record.ops[0][1] is None
+    fill = names.index("fill_")
+    assert record.ops[fill][1] == [6.0, 6.0]
+    assert buf.untyped_storage().data_ptr() in record.uninit
+    assert filled.untyped_storage().data_ptr() not in record.uninit

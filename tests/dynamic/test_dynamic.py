@@ -76,6 +76,13 @@ def test_data_branch_and_foreign_rng(runs):
     assert h.one("CKP303")["verdict"] == "cleared"
 
 
+def test_a_crash_after_the_replay_loses_nothing(runs):
+    r = runs["data_branch_hard_exit"]
+    assert r.one("CKP303")["verdict"] == "confirmed"
+    assert r.rc == 1                       # confirmed wins over the failed command
+    assert "exited with status 9" in r.stderr
+
+
 def test_unpreserved_rng(runs):
     r = runs["rng_harmful"]
     assert differs(r.values)

@@ -1,7 +1,9 @@
 """CKP203 (+CKP303): a branch on tensor values. Harmful: the values come from Python `random`,
 which checkpoint does not restore, so the replay can take the other branch. Harmless: the
 branch depends only on the input values, identical on replay."""
+import os
 import random
+import sys
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -27,3 +29,5 @@ def step(use_ckpt):
 
 
 report(plain=step(False), ckpt=step(True))
+if "hard-exit" in sys.argv:
+    os._exit(9)   # dies without cleanup: what was watched must still be reported
