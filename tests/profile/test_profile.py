@@ -81,7 +81,7 @@ SCENARIOS = {
     "grad": (("--format", "json", "--grad-check", "."), (PY, "encoder.py", "3", "dropout")),
     "reentrant": (("--format", "json", "--grad-check", "--config", _CONFIG.name, "."),
                   (PY, "encoder.py", "2", "dropout", "reentrant")),
-    "text": ((".",), (PY, "encoder.py", "2")),
+    "text": (("--measure-peak", "."), (PY, "encoder.py", "2")),
     "failed": (("--format", "json"), (PY, "-c", "import sys; sys.exit(3)")),
 }
 
@@ -229,6 +229,8 @@ def test_text_table_sorted_with_totals(runs):
     total = next(line for line in lines if line.startswith("total (whole run)"))
     assert re.search(r"\s4\s+\d", total), total        # 2 sites x 2 calls
     assert "1 keep, 1 drop" in total
+    # no CUDA here: --measure-peak measures nothing and says so
+    assert "--measure-peak measured nothing" in r.stdout and "peak_bytes_saved is null" in r.stdout
 
 
 def test_failed_command_exits_2(runs):

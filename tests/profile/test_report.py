@@ -1,0 +1,105 @@
+"""Profile aggregation without torch: site keys, the keep/drop/fix rule, the text table."""
+
+from __future__ import annotations
+
+import os
+
+from ckptlint.dynamic.profile_report import SiteKeys, build_report, human_bytes
+from ckptlint.engine import SiteRecord
+from ckptlint.findings import SiteRef, TargetRef
+from ckptlint.output.profile_table import plot_install_message, render_text
+
+MIB = 1024 * 1024
+
+
+def _model(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text("class Block:\n    def forward(self, x):\n        return x\n")
+    return str(path)
+
+
+def _site(path, row, api="torch.utils.checkpoint.checkpoint", target_row=2):
+    return SiteRecord(SiteRef(path, row, 5), (TargetRef(path, target_row, "Block.forward"),),
+                      api, "non-reentrant")
+
+
+def _events(path, calls):
+    """calls: [(site row or None, replay bytes, preserve, diverged)]"""
+    real = os.path.realpath(path)
+    out = [{"ev": "start", "pid": 1}]
+    for i, (row, nbytes, preserve, diverged) in enumerate(calls, 1):
+        out.append({"ev": "call", "pid": 1, "id": i, "mode": "non-reentrant",
+                    "site": [real, row, 5] if row else [real, 99, 1],
+                    "targets": [[real, 2, "Block.forward"]], "grad": True,
+                    "preserve_rng_state": preserve})
+        out.append({"ev": "pass", "pid": 1, "call": i, "phase": "forward", "seconds": 0.002,
+                    "bytes": nbytes, "saved": 2})
+        out.append({"ev": "pass", "pid": 1, "call": i, "phase": "replay", "seconds": 0.001,
+                    "bytes": nbytes, "saved": 2, "matters": diverged,
+                    "text": "saved tensor #1 (float32[2]) has other values than in the forward"
+                    if diverged else "matched"})
+    return out
+
+
+def test_direct_calls_key_by_site_and_wrapper_calls_by_target(tmp_path):
+    path = _model(tmp_path)
+    keys = SiteKeys([_site(path, 10), _site(path, 20, api="x.checkpoint_wrapper")])
+    report = build_report(_events(path, [(10, 4 * MIB, True, False), (None, 2 * MIB, True, False)]),
+                          keys)
+    rows = {s.site[1]: s for s in report.sites}
+    assert set(rows) == {10, 20}          # the library-made call joins the wrapper site
+    assert rows[10].bytes_per_call == 4 * MIB
+
+
+def test_ambiguous_wrapper_call_stays_at_its_runtime_position(tmp_path):
+    path = _model(tmp_path)
+    keys = SiteKeys([_site(path, 20, api="a.wrapper"), _site(path, 30, api="b.wrapper")])
+    report = build_report(_events(path, [(None, 2 * MIB, True, False)]), keys)
+    assert [s.site[1] for s in report.sites] == [99]
+
+
+def test_keep_drop_fix(tmp_path):
+    path = _model(tmp_path)
+    keys = SiteKeys([_site(path, 10), _site(path, 20), _site(path, 30)])
+    report = build_report(_events(path, [(10, 4 * MIB, True, False), (20, 1000, True, False),
+                                         (30, 8 * MIB, False, True)]), keys)
+    records = {r["site"]["row"]: r for r in report.records(MIB)}
+    assert (records[10]["recommendation"], records[10]["code"]) == ("keep", None)
+    assert (records[20]["recommendation"], records[20]["code"]) == ("drop", "CKP502")
+    assert (records[30]["recommendation"], records[30]["code"]) == ("fix", "CKP501")
+    assert "preserve_rng_state=False" in records[30]["reason"]
+    # the threshold is the config's
+    assert {r["site"]["row"]: r for r in report.records(100)}[20]["recommendation"] == "keep"
+    assert [r["site"]["row"] for r in report.records(MIB)] == [30, 10, 20]
+
+
+def test_grad_difference_beyond_tolerance_is_fix(tmp_path):
+    path = _model(tmp_path)
+    events = _events(path, [(10, 4 * MIB, True, False)])
+    events.append({"ev": "grad", "pid": 1, "call": 1, "diff": 0.25, "close": False})
+    record = build_report(events, SiteKeys([_site(path, 10)])).records(MIB)[0]
+    assert (record["recommendation"], record["code"]) == ("fix", "CKP501")
+    assert record["grad_max_abs_diff"] == 0.25
+    assert "differ from a plain run" in record["reason"]
+
+
+def test_text_table_has_totals_and_reasons(tmp_path):
+    path = _model(tmp_path)
+    report = build_report(_events(path, [(10, 4 * MIB, True, False), (10, 4 * MIB, True, False),
+                                         (20, 1000, True, False)]),
+                          SiteKeys([_site(path, 10), _site(path, 20)]))
+    text = render_text(report.records(MIB), notes=["a note"], command_seconds=2.0)
+    lines = text.splitlines()
+    assert lines[0].split() == ["site", "calls", "freed/call", "forward/call", "recompute/call",
+                                "grad", "diff", "peak", "saved", "call"]
+    assert lines[2].startswith(f"{path}:10:5") and lines[3].startswith(f"{path}:20:5")
+    total = next(line for line in lines if line.startswith("total (whole run)"))
+    assert "8.0 MiB" in total and "1 keep, 1 drop" in total
+    assert f"{path}:20:5: drop (CKP502): frees only" in text
+    assert text.rstrip().endswith("a note")
+    assert human_bytes(1536) == "1.5 KiB"
+
+
+def test_plot_message_names_the_install_command():
+    message = plot_install_message()
+    assert "-m pip install matplotlib" in message and "--plot" in message
