@@ -25,6 +25,9 @@ class DynamicCommand(click.Command):
             ctx.meta["ckptlint.dynamic.command"] = []
         return super().parse_args(ctx, args)
 
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "-- COMMAND [ARGS]..."]
+
 
 def torch_available() -> bool:
     try:
@@ -75,7 +78,8 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
             progress_every: float) -> None:
     """Run COMMAND with checkpoint calls watched; print each finding with a verdict.
 
-    Usage: ckptlint dynamic [PATH...] [options] -- COMMAND ARGS...
+    PATHS (default: the current folder) are linted first; COMMAND (a training script, `pytest
+    ...`, `python -m ...`) then runs with every checkpoint's forward and replay watched.
 
     Verdicts: confirmed, cleared, unexercised, static-only, error. Exit status: 1 if anything
     is confirmed; else 2 if the command could not start or exited non-zero; else 0. The

@@ -345,8 +345,9 @@ class Judge:
                                                        f"{where} never ran")
         if not self.obs.started:
             tail = f"; {self.run.describe()}" if self.run.failed else ""
-            return finding.with_verdict("unexercised",
-                                        f"the command never imported torch{tail}")
+            return finding.with_verdict(
+                "unexercised", f"no watched process imported torch{tail} (`python -I`/`-S` or "
+                               "a replaced PYTHONPATH would also skip the watcher)")
         suffix = f" ({self.run.describe()})" if self.run.failed else ""
         return finding.with_verdict("unexercised",
                                     f"the checkpoint at {where} was never called{suffix}")
