@@ -21,6 +21,7 @@ STATIC_ONLY = {"CKP105", "CKP901", "CKP902", "CKP999", "CKP502"}
 REENTRANT_CODES = {"CKP101", "CKP102", "CKP103", "CKP104"}
 SIDE_EFFECT_CODES = {"CKP401"}
 STATE_CODES = {"CKP201", "CKP204", "CKP401"}
+DEVICE_CODES = {"CKP301"}
 # Everything else (CKP2xx, CKP3xx, CKP501) is judged by comparing forward and replay.
 
 Key = tuple[str, int]   # (realpath, row)
@@ -488,6 +489,8 @@ class Judge:
         if diverged:
             call, cmp = diverged[0]
             text = f"{_phase_name(cmp)} of {call.qualname}() at {_where(call.site_key)} {cmp['text']}"
+            if finding.code in DEVICE_CODES and call.devices:
+                text += f" (devices touched: {', '.join(sorted(call.devices))})"
             if state_text:
                 text += f": {state_text}"
             if len(diverged) > 1 or n_compares > 1:
@@ -510,6 +513,11 @@ class Judge:
         sites_seen = sorted({c.site_key for c in compared if c.site_key}, key=str)
         where = ", ".join(_where(k) for k in sites_seen) or "the site"
         minor = next((cmp for c in compared for cmp in c.compares if not cmp.get("match")), None)
+        if finding.code in DEVICE_CODES:
+            devices = sorted({d for c in compared for d in c.devices})
+            if devices:
+                state_text = (state_text + "; " if state_text else "") + \
+                    f"devices touched: {', '.join(devices)}"
         if missing:
             return finding.with_verdict(
                 "unexercised", f"replay matched the forward {_times(n_compares)} at {where}, "

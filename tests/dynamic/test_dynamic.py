@@ -140,6 +140,7 @@ def test_device_move_on_this_machine(runs):
     if r.values["device"] == "cpu":
         assert not differs(r.values)
         assert f["verdict"] == "cleared"
+        assert "devices touched: cpu" in f["evidence"]
     else:  # pragma: no cover - GPU machine
         assert differs(r.values)
         assert f["verdict"] == "confirmed"

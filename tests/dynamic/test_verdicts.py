@@ -125,3 +125,29 @@ def test_missing_internals_give_error_verdicts(tmp_path):
         {"ev": "start", "pid": 1, "errors": {"non-reentrant": "torch 9.9 lacks _checkpoint_hook"}}])
     judged = judge_all([finding("CKP201", 12, "SCALE")], obs, run=RunInfo(returncode=0))
     assert judged[0].verdict == "error" and "lacks _checkpoint_hook" in judged[0].evidence
+
+
+def _replayed(cid, row, matters=False):
+    return [call_event(cid, row), {"ev": "pass", "pid": 1, "call": cid, "phase": "forward"},
+            {"ev": "pass", "pid": 1, "call": cid, "phase": "replay"},
+            {"ev": "compare", "pid": 1, "call": cid, "phase": "replay", "match": not matters,
+             "matters": matters, "kind": "saved-value" if matters else "match",
+             "text": "saved a different tanh output" if matters else "matched"}]
+
+
+def test_a_segment_reached_from_two_sites(tmp_path):
+    from ckptlint.engine import SiteRecord
+    target = TargetRef("m.py", 10, "Block.forward")
+    sites = [SiteRecord(SiteRef("m.py", 30, 5), (target,), "checkpoint", "non-reentrant"),
+             SiteRecord(SiteRef("m.py", 40, 5), (target,), "checkpoint", "non-reentrant")]
+    f = finding("CKP201", 12, "SCALE")
+    both = observations(tmp_path, [{"ev": "start", "pid": 1}, *_replayed(1, 30), *_replayed(2, 40)])
+    [judged] = judge_all([f], both, sites, RunInfo(returncode=0))
+    assert judged.verdict == "cleared" and "2 times at m.py:30, m.py:40" in judged.evidence
+    one = observations(tmp_path, [{"ev": "start", "pid": 1}, *_replayed(1, 30)])
+    [judged] = judge_all([f], one, sites, RunInfo(returncode=0))
+    assert judged.verdict == "unexercised" and "m.py:40 never ran a replay" in judged.evidence
+    bad = observations(tmp_path, [{"ev": "start", "pid": 1}, *_replayed(1, 30),
+                                  *_replayed(2, 40, matters=True)])
+    [judged] = judge_all([f], bad, sites, RunInfo(returncode=0))
+    assert judged.verdict == "confirmed" and "at m.py:40" in judged.evidence
