@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from _common import HARMFUL, grads, report
+from _common import ARGS, HARMFUL, grads, report
 
 
 class Block(nn.Module):
@@ -17,11 +17,14 @@ class Block(nn.Module):
         return torch.tanh(self.drop(self.lin(x)))  # ckpt-finding: CKP302 A
 
 
+DEVICE = "cuda" if "cuda" in ARGS else "cpu"
+
+
 def step(use_ckpt):
     torch.manual_seed(0)
-    block = Block()
+    block = Block().to(DEVICE)
     block.train(HARMFUL)
-    x = torch.randn(3, 4, requires_grad=True)
+    x = torch.randn(3, 4, device=DEVICE, requires_grad=True)
     if use_ckpt:
         out = checkpoint(block, x, use_reentrant=False, preserve_rng_state=False)  # ckpt-site: A
     else:
