@@ -105,7 +105,8 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
                           ignore=split_codes(ignore), extend_exclude=list(extend_exclude))
         stdin_text = sys.stdin.read() if reading_stdin else None
         result = lint(path_list, config, force_exclude=force_exclude, stdin_text=stdin_text,
-                      stdin_filename=stdin_filename, ignore_noqa=ignore_noqa)
+                      stdin_filename=stdin_filename, ignore_noqa=ignore_noqa, jobs=jobs,
+                      use_cache=not no_cache)
     except ConfigError as error:
         click.echo(f"ckptlint: error: {error}", err=True)
         sys.exit(2)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ckptlint.source import SourceError, SourceModule, load_module
+from ckptlint.reading import SourceError
+
+if TYPE_CHECKING:  # ckptlint.source imports libcst: only when a module is parsed
+    from ckptlint.source import SourceModule
 
 
 def package_root(path: Path) -> Path:
@@ -23,6 +27,9 @@ class Project:
         self.display_base = display_base
         self._by_path: dict[Path, SourceModule | None] = {}
         self.parse_errors: dict[Path, str] = {}
+        # While set (by the engine, per linted file): every path looked at to resolve names,
+        # found or not, so that the cache can tell when a result depends on another file.
+        self.accessed: set[Path] | None = None
 
     def add_root_for(self, path: Path) -> None:
         root = package_root(path.resolve())
@@ -58,12 +65,19 @@ class Project:
     def module_at(self, path: Path) -> SourceModule | None:
         """The parsed module at `path` (None when it cannot be read or parsed)."""
         path = path.resolve()
+        if self.accessed is not None:
+            self.accessed.add(path)
         if path not in self._by_path:
+            from ckptlint.source import load_module
+
             name, is_package = self.module_name(path)
             try:
                 self._by_path[path] = load_module(path, self.display_name(path), name, is_package)
             except SourceError as error:
                 self.parse_errors[path] = str(error)
+                self._by_path[path] = None
+            except RecursionError:
+                self.parse_errors[path] = "nesting too deep to parse"
                 self._by_path[path] = None
         return self._by_path[path]
 
@@ -73,6 +87,8 @@ class Project:
         for root in self.roots:
             base = root.joinpath(*parts)
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if self.accessed is not None:
+                    self.accessed.add(candidate)
                 if candidate.is_file():
                     return self.module_at(candidate)
         return None

@@ -2,53 +2,23 @@
 
 from __future__ import annotations
 
-import ast
-import io
-import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ckptlint.findings import Position
+from ckptlint.positions import Positions
+# Reading and CPython syntax checks live in the libcst-free `reading` module (re-exported).
+from ckptlint.reading import SourceError, check_syntax, decode_source  # noqa: F401
 from ckptlint.scopes import ScopeBuilder, build_scopes
 
 
-class SourceError(Exception):
-    """The file cannot be read or parsed; the message is the reason shown in CKP999."""
-
-
-def decode_source(data: bytes) -> str:
-    """Decode bytes as Python does: BOM, coding cookie, else UTF-8."""
-    if b"\x00" in data:
-        raise SourceError("file contains a NUL byte")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as error:
-        raise SourceError(f"cannot decode: {error}") from None
-    try:
-        text = data.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as error:
-        raise SourceError(f"cannot decode as {encoding}: {error.__class__.__name__}: {error}") from None
-    return text[1:] if text.startswith("\ufeff") else text
-
-
-def check_syntax(text: str, filename: str) -> None:
-    """Reject what CPython rejects before libcst sees it (its native parser can crash)."""
-    try:
-        ast.parse(text, filename=filename)
-    except SyntaxError as error:
-        raise SourceError(f"syntax error: {error.msg} (line {error.lineno})") from None
-    except (RecursionError, MemoryError):
-        raise SourceError("nesting too deep to parse") from None
-    except ValueError as error:
-        raise SourceError(str(error)) from None
-
-
-def parse_text(text: str, filename: str) -> cst.Module:
-    check_syntax(text, filename)
+def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst.Module:
+    """libcst's tree of `text`; `syntax_checked` when CPython has accepted it already."""
+    if not syntax_checked:
+        check_syntax(text, filename)
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
@@ -67,7 +37,7 @@ class SourceModule:
     is_package: bool
     text: str
     tree: cst.Module
-    _positions: dict | None = field(default=None, repr=False)
+    _positions: Positions | None = field(default=None, repr=False)
 
     @cached_property
     def scopes(self) -> ScopeBuilder:
@@ -80,11 +50,9 @@ class SourceModule:
     def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
         """1-based start and end of a node (positions are computed once per file, on demand)."""
         if self._positions is None:
-            wrapper = MetadataWrapper(self.tree, unsafe_skip_copy=True)
-            self._positions = dict(wrapper.resolve(PositionProvider))
-        code_range = self._positions[node]
-        return (Position(code_range.start.line, code_range.start.column + 1),
-                Position(code_range.end.line, code_range.end.column + 1))
+            self._positions = Positions(self.tree)
+        (start_line, start_column), (end_line, end_column) = self._positions.range(node)
+        return Position(start_line, start_column + 1), Position(end_line, end_column + 1)
 
     def start(self, node: cst.CSTNode) -> Position:
         return self.span(node)[0]

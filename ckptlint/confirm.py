@@ -1,0 +1,340 @@
+"""A cheap confirmation that a file can hold a checkpoint site, before libcst parses it.
+
+The text prefilter passes every file where a trigger word such as `checkpoint` appears; in the
+torch tree that is about 110 files, of which a handful hold a site. libcst costs about ten times
+CPython's `ast` to parse, so each candidate is parsed with `ast` first (which the engine does
+anyway, to keep what CPython rejects away from libcst) and checked here against the same API
+table and aliasing rules `sites.py` uses. The check may pass files that hold no site; it must
+never reject one that `sites.py` would find a site in (the tests run both on the fixtures and
+on the torch tree).
+
+How `sites.py` finds a site, and what that requires of the file:
+
+- A call of `<expr>._gradient_checkpointing_func(...)`: that attribute name appears.
+- `<expr>.gradient_checkpointing_enable(...)` in a file importing transformers, peft or trl:
+  that attribute name appears and such an import exists.
+- A call (or class base) whose local qualified name is a checkpoint API, a segment base class
+  or a training-arguments class. Local qualified names start at an import binding and extend
+  through aliases (`a = b`, walrus, `partial(...)`, `self.x = ...` in the class) and attribute
+  access (`head.attr`). So some import must bind a name whose qualified name Q is that API's
+  name T or a dotted prefix of it; the bound name must be used outside import statements; and
+  every component of T after Q must appear as an attribute name (`.utils`, `.checkpoint`).
+
+Imports are read from the `ast` (at any depth: functions, classes, `try`, `if`), relative ones
+resolved with the module's dotted name exactly as `scopes.py` does; names and attributes are
+looked for in the text, which can only over-approximate (comments and strings count).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from ckptlint import apis
+
+HF_IMPORT_HEADS = ("transformers", "peft", "trl")  # as sites.py's `imports_transformers`
+
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A site through an import bound to `qualname` needs these attribute names to appear."""
+
+    qualname: str
+    attributes: tuple[str, ...]
+
+
+class SiteConfirmer:
+    """Built once per configuration; `may_hold_site(tree, text, ...)` per file."""
+
+    def __init__(self, table: Iterable[str], segment_bases: Iterable[str]) -> None:
+        targets = {*table, *apis.HF_LAYER_BASES, *segment_bases, *apis.HF_TRAINING_ARGUMENTS}
+        # For each dotted prefix Q of a target T: the components of T after Q (any one suffices).
+        self.by_prefix: dict[str, list[tuple[str, ...]]] = {}
+        for target in targets:
+            parts = target.split(".")
+            for cut in range(1, len(parts) + 1):
+                self.by_prefix.setdefault(".".join(parts[:cut]), []).append(tuple(parts[cut:]))
+        self.complete = frozenset(targets)
+        self.target_parts = sorted(tuple(target.split(".")) for target in targets)
+
+    def may_hold_site_text(self, text: str, module_name: str = "") -> bool:
+        """A necessary condition read from the text alone (no parse): cheaper, weaker.
+
+        For a site through target T = c1.c2...cn, an import binds a prefix of T: in an absolute
+        import c1 is a word of the file (a relative one may stand for c1...ck), and every
+        later component is written either after a dot (module path, attribute access) or as
+        a name an import binds (after `import`, a comma or a parenthesis).
+        """
+        if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
+            return True
+        if module_name and any(target.startswith(f"{module_name}.") for target in self.complete):
+            return True  # the API's own module (linting torch itself): its defs are APIs
+        relative = _RELATIVE_IMPORT.search(text) is not None
+        if has_attribute(text, apis.HF_ENABLE_METHOD) and (
+                relative or any(has_word(text, head) for head in HF_IMPORT_HEADS)):
+            return True
+        seen: dict[tuple[str, bool], bool] = {}
+
+        def check(name: str, first: bool) -> bool:
+            key = (name, first)
+            if key not in seen:
+                seen[key] = has_word(text, name) if first else has_reference(text, name)
+            return seen[key]
+
+        return any((relative or check(parts[0], True))
+                   and all(check(part, False) for part in parts[1:])
+                   for parts in self.target_parts)
+
+    def may_hold_site(self, tree: ast.Module, text: str, module_name: str,
+                      is_package: bool) -> bool:
+        if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
+            return True
+        bindings = []
+        for node in iter_statements(tree):
+            kind = type(node)
+            if kind is ast.Import or kind is ast.ImportFrom:
+                bindings.extend(import_bindings(node, module_name, is_package))
+            elif (kind is ast.FunctionDef or kind is ast.AsyncFunctionDef) and module_name:
+                # sites.py: a module-level def in the API's own module is that API (any depth
+                # here, which can only add candidates).
+                bindings.append((node.name, f"{module_name}.{node.name}"))
+        if has_attribute(text, apis.HF_ENABLE_METHOD) and any(
+                qualname.split(".")[0] in HF_IMPORT_HEADS for _, qualname in bindings):
+            return True
+        seen: dict[str, bool] = {}
+
+        def attribute(name: str) -> bool:
+            if name not in seen:
+                seen[name] = has_attribute(text, name)
+            return seen[name]
+
+        relevant = [(local, qualname) for local, qualname in bindings
+                    if any(all(attribute(name) for name in rest)
+                           for rest in self.by_prefix.get(qualname, ()))]
+        if not relevant:
+            return False
+        try:
+            return AliasClosure(self, relevant).holds_site(tree)
+        except RecursionError:
+            return True  # too deep to follow here: let the full analysis decide
+
+
+class AliasClosure:
+    """Which names and attributes may denote (a prefix of) an API, over the whole file.
+
+    Scope-blind on purpose: every binding of a name counts everywhere, which can only add
+    candidates. Follows what `sites.py` follows: import bindings, `name = value`, `name: T =
+    value`, walrus, `obj.attr = value` (sites.py: `self.attr` in methods), attribute access,
+    and calls (sites.py: `functools.partial(api, ...)`; here any call passing an API first).
+    """
+
+    def __init__(self, confirmer: SiteConfirmer, relevant: list[tuple[str, str]]) -> None:
+        self.by_prefix = confirmer.by_prefix
+        self.complete = confirmer.complete
+        self.names: dict[str, set[str]] = {}
+        self.attributes: dict[str, set[str]] = {}
+        for local, qualname in relevant:
+            self.names.setdefault(local, set()).add(qualname)
+
+    def holds_site(self, tree: ast.Module) -> bool:
+        assignments: list[tuple[dict[str, set[str]], str, ast.expr]] = []
+        callees: list[ast.expr] = []
+        bases: list[ast.expr] = []
+        followed = (ast.Name, ast.Attribute, ast.Call)
+        for node in walk(tree):
+            kind = type(node)
+            if kind is ast.Call:
+                callees.append(node.func)
+            elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.NamedExpr:
+                value = node.value
+                if value is None or not isinstance(value, followed):
+                    continue
+                targets = node.targets if kind is ast.Assign else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        assignments.append((self.names, target.id, value))
+                    elif isinstance(target, ast.Attribute):
+                        assignments.append((self.attributes, target.attr, value))
+            elif kind is ast.ClassDef:
+                bases.extend(node.bases)
+        changed = True
+        while changed:
+            changed = False
+            for table, key, value in assignments:
+                found = self.qualnames(value)
+                if found and not found <= table.get(key, set()):
+                    table.setdefault(key, set()).update(found)
+                    changed = True
+        return (any(self.qualnames(callee) & self.complete for callee in callees)
+                or any(self.qualnames(base) & self.complete for base in bases))
+
+    def qualnames(self, expr: ast.expr) -> set[str]:
+        if isinstance(expr, ast.Name):
+            return self.names.get(expr.id, set())
+        if isinstance(expr, ast.Attribute):
+            found = {f"{head}.{expr.attr}" for head in self.qualnames(expr.value)}
+            found = {name for name in found if name in self.by_prefix}
+            return found | self.attributes.get(expr.attr, set())
+        if isinstance(expr, ast.Call) and expr.args and not isinstance(expr.args[0], ast.Starred):
+            return self.qualnames(expr.args[0])
+        return set()
+
+
+# Fields that never hold a call, an assignment or a class: expression contexts and operators.
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops", "type_ignores"})
+_LEAVES = (ast.Name, ast.Constant, ast.alias, ast.arg)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of `tree` (as `ast.walk`, in another order), skipping contexts and operators."""
+    stack = [tree]
+    fields_of = _FIELDS
+    while stack:
+        node = stack.pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(
+                name for name in kind._fields if name not in _SKIPPED_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                stack.extend(item for item in value
+                             if isinstance(item, ast.AST) and not isinstance(item, _LEAVES))
+            elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                stack.append(value)
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def iter_statements(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every statement at any depth, in and out of functions and classes (expressions are
+    not walked: no statement can stand inside one)."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in _BODIES:
+            value = getattr(node, name, None)
+            if value and isinstance(value, list):
+                stack.extend(value)
+
+
+def resolve_relative(module_name: str, is_package: bool, level: int, target: str | None) -> str:
+    """As `ckptlint.scopes.resolve_relative` (kept libcst-free here; a test compares them)."""
+    parts = module_name.split(".") if module_name else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+    if target:
+        parts.append(target)
+    return ".".join(parts)
+
+
+def import_bindings(node: ast.Import | ast.ImportFrom, module_name: str,
+                    is_package: bool) -> Iterator[tuple[str, str]]:
+    """(local name, qualified name) for each name the import binds (as scopes.py binds)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                yield alias.asname, alias.name
+            else:
+                head = alias.name.split(".")[0]
+                yield head, head
+        return
+    base = node.module
+    if node.level:
+        base = resolve_relative(module_name, is_package, node.level, base)
+    if not base:
+        return
+    for alias in node.names:
+        if alias.name == "*":
+            continue
+        yield alias.asname or alias.name, f"{base}.{alias.name}"
+
+
+_WORD = re.compile(r"\w")
+_RELATIVE_IMPORT = re.compile(r"\bfrom[ \t\f\\\r\n]*\.")
+_SPACE = " \t\f\r\n\\"
+
+
+def has_attribute(text: str, name: str) -> bool:
+    """True when `.name` (an attribute access, possibly spread over lines) may appear.
+
+    Between the dot and the name Python allows spaces, line continuations and, inside
+    brackets, newlines and comments; a comment on a line crossed is taken as a yes.
+    """
+    size = len(name)
+    position = text.find(name)
+    while position >= 0:
+        after = position + size
+        if not (after < len(text) and _WORD.match(text, after)):
+            before = position - 1
+            crossed_line = False
+            while before >= 0 and text[before] in _SPACE:
+                crossed_line = crossed_line or text[before] in "\r\n"
+                before -= 1
+            if before >= 0 and text[before] == ".":
+                return True
+            if crossed_line:
+                line_start = max(text.rfind("\n", 0, before + 1), text.rfind("\r", 0, before + 1))
+                if "#" in text[line_start + 1:before + 1]:
+                    return True
+        position = text.find(name, position + 1)
+    return False
+
+
+def has_word(text: str, name: str) -> bool:
+    return _occurrences(text, name, lambda before: True)
+
+
+def has_reference(text: str, name: str) -> bool:
+    """`name` after a dot, or where an import binds it (after `import`, `,` or `(`)."""
+    return _occurrences(text, name, _after_import_or_dot)
+
+
+def _after_import_or_dot(before: str) -> bool:
+    return before in ".,(" or before == "import"
+
+
+def _occurrences(text: str, name: str, accept) -> bool:
+    """Does `name` occur as a whole word whose preceding token `accept`s?
+
+    The preceding token is what stands before it once spaces, line continuations and line
+    breaks are skipped: one character, or `import`. A comment on a line crossed counts as a
+    yes (the token before a comment cannot be told cheaply).
+    """
+    size = len(name)
+    position = text.find(name)
+    while position >= 0:
+        after = position + size
+        whole = not (after < len(text) and _WORD.match(text, after)) and not (
+            position > 0 and _WORD.match(text, position - 1))
+        if whole:
+            before = position - 1
+            crossed_line = False
+            while before >= 0 and text[before] in _SPACE:
+                crossed_line = crossed_line or text[before] in "\r\n"
+                before -= 1
+            if before < 0:
+                if accept(""):
+                    return True
+            elif accept(text[before]) or (
+                    text.endswith("import", 0, before + 1)
+                    and not (before >= 6 and _WORD.match(text, before - 6))
+                    and accept("import")):
+                return True
+            elif crossed_line:
+                line_start = max(text.rfind("\n", 0, before + 1),
+                                 text.rfind("\r", 0, before + 1))
+                if "#" in text[line_start + 1:before + 1]:
+                    return True
+        position = text.find(name, position + 1)
+    return False

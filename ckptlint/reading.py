@@ -1,0 +1,101 @@
+"""Reading one file and checking its syntax with CPython, without importing libcst.
+
+Everything here is cheap and libcst-free, so a run whose files all fail the prefilter never
+pays for `import libcst`. Each failure is a `SourceError` whose message is the reason shown in
+the file's CKP999 finding.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import stat
+import tokenize
+from pathlib import Path
+
+
+class SourceError(Exception):
+    """The file cannot be read or parsed; the message is the reason shown in CKP999."""
+
+
+# CPython messages that mean "this is Python 2 code".
+_PYTHON2_HINTS = (
+    "Missing parentheses in call to 'print'",
+    "Missing parentheses in call to 'exec'",
+    "leading zeros in decimal integer literals",
+    "multiple exception types must be parenthesized",
+)
+
+
+def read_bytes(path: Path, max_size: int) -> bytes:
+    """The file's bytes, or a SourceError saying why they cannot be had."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise SourceError(f"cannot read: {error.strerror or error}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise SourceError("cannot read: is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        # A FIFO, socket or device: reading it could block or never end.
+        raise SourceError("cannot read: not a regular file")
+    if max_size and info.st_size > max_size:
+        raise SourceError(too_large(info.st_size, max_size))
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(max_size + 1) if max_size else stream.read()
+    except OSError as error:
+        raise SourceError(f"cannot read: {error.strerror or error}") from None
+    if max_size and len(data) > max_size:
+        raise SourceError(too_large(len(data), max_size))
+    return data
+
+
+def too_large(size: int, limit: int) -> str:
+    return (f"file is larger than max-file-size ({size} > {limit} bytes); not analysed "
+            "(raise `max-file-size` in [tool.ckptlint] to lint it)")
+
+
+def decode_source(data: bytes) -> str:
+    """Decode bytes as Python does: BOM, coding cookie, else UTF-8."""
+    if b"\x00" in data:
+        raise SourceError("file contains a NUL byte")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        raise SourceError(f"cannot decode: {error}") from None
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as error:
+        raise SourceError(
+            f"cannot decode as {encoding}: {error.__class__.__name__}: {error} (no `# coding:` "
+            "line names another encoding)" if encoding == "utf-8" else
+            f"cannot decode as {encoding}: {error.__class__.__name__}: {error}") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def parse_ast(text: str, filename: str) -> ast.Module:
+    """CPython's own parse; what it rejects must never reach libcst (its parser can crash)."""
+    try:
+        return ast.parse(text, filename=filename)
+    except SyntaxError as error:
+        raise SourceError(syntax_reason(error)) from None
+    except (RecursionError, MemoryError):
+        raise SourceError("nesting too deep to parse (Python's parser gave up)") from None
+    except ValueError as error:  # e.g. source code string cannot contain null bytes
+        raise SourceError(str(error)) from None
+
+
+def syntax_reason(error: SyntaxError) -> str:
+    message = error.msg or "invalid syntax"
+    where = f" (line {error.lineno})" if error.lineno else ""
+    if "too many nested parentheses" in message or "too many statically nested" in message:
+        return f"nesting too deep: {message}{where}"
+    if any(hint in message for hint in _PYTHON2_HINTS):
+        return f"syntax error, Python 2 code? {message}{where}"
+    return f"syntax error: {message}{where}"
+
+
+def check_syntax(text: str, filename: str) -> None:
+    """Reject what CPython rejects before libcst sees it."""
+    parse_ast(text, filename)

@@ -1,0 +1,226 @@
+"""The shortcuts that make ckptlint fast must never change what it finds.
+
+- The text prefilter and the confirmation (`ckptlint.confirm`: a text test, then an `ast` test)
+  may only reject files in which `sites.py` finds no site: checked on every fixture, every
+  example, hand-made tricky spellings, and (slow) every file of the installed torch package.
+- `ckptlint.positions` gives exactly libcst's PositionProvider positions.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ckptlint.config import Config
+from ckptlint.engine import FileResult, Linter
+from ckptlint.positions import Positions
+from ckptlint.reading import SourceError
+from tests.fixture_harness import fixture_config
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+EXAMPLES = ROOT / "examples"
+spec = importlib.util.find_spec("torch")
+TORCH = Path(spec.origin).parent if spec and spec.origin else None
+
+
+def site_count(linter: Linter, path: Path, text: str) -> int:
+    """Sites `sites.py` finds with no shortcut at all (libcst on the whole file)."""
+    result = FileResult(str(path))
+    linter.analysis.lint_module(path, str(path), text, result)
+    return len(result.sites)
+
+
+def passes_shortcuts(linter: Linter, path: Path, text: str) -> bool:
+    if not linter.may_hold_site(path, text):
+        return False
+    name, is_package = linter.project.module_name(path)
+    return linter.confirmer.may_hold_site(ast.parse(text), text, name, is_package)
+
+
+def assert_no_false_rejection(linter: Linter, path: Path, text: str | None = None) -> int:
+    text = path.read_text(encoding="utf-8") if text is None else text
+    try:
+        sites = site_count(linter, path, text)
+    except SourceError:
+        return 0
+    if sites:
+        assert passes_shortcuts(linter, path, text), f"{path}: {sites} site(s) but rejected"
+    return sites
+
+
+def python_files(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py")) if folder.is_dir() else []
+
+
+@pytest.mark.parametrize("path", python_files(FIXTURES) + python_files(EXAMPLES),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_fixtures_and_examples_with_sites_pass_the_shortcuts(path: Path) -> None:
+    root = path.parent
+    config = fixture_config([path], root) if FIXTURES in path.parents else Config(root=root)
+    linter = Linter(config)
+    linter.project.add_root_for(path)
+    assert_no_false_rejection(linter, path)
+
+
+def test_the_shortcuts_reject_plain_mentions() -> None:
+    linter = Linter(Config())
+    for text in (
+        "# we used to call checkpoint here\nx = 1\n",
+        "import torch\nmodel.checkpoint = 3\nprint('checkpoint')\n",
+        "import torch.distributed.checkpoint as dcp\ndcp.save(state, checkpoint_id='x')\n",
+        "from mylib import checkpoint\ncheckpoint.save()\n",
+    ):
+        path = Path("/nonexistent/plain.py")
+        assert not passes_shortcuts(linter, path, text), text
+
+
+TRICKY = {
+    "attribute_over_lines.py": (
+        "import torch\n"
+        "y = (torch.utils.checkpoint  # the module\n"
+        "     .  # really\n"
+        "     checkpoint)(f, x, use_reentrant=False)\n"),
+    "backslash.py": (
+        "import torch.utils.checkpoint as cp\n"
+        "y = cp. \\\n    checkpoint(f, x)\n"),
+    "parenthesized_import.py": (
+        "from torch.utils.checkpoint import (  # comment\n"
+        "    # another\n"
+        "    checkpoint as ck,\n"
+        ")\n"
+        "y = ck(f, x)\n"),
+    "semicolons.py": "import torch; y = torch.utils.checkpoint.checkpoint(f, x)\n",
+    "conditional_import.py": (
+        "try: from deepspeed.checkpointing import checkpoint\n"
+        "except ImportError: from torch.utils.checkpoint import checkpoint\n"
+        "def g(x):\n    return checkpoint(f, x)\n"),
+    "alias_chain.py": (
+        "import torch as T\n"
+        "u = T.utils\n"
+        "c = u.checkpoint\n"
+        "run = c.checkpoint\n"
+        "y = run(f, x)\n"),
+    "walrus.py": (
+        "from torch.utils.checkpoint import checkpoint\n"
+        "if (run := checkpoint):\n    y = run(f, x)\n"),
+    "partial.py": (
+        "import functools\nfrom torch.utils import checkpoint as C\n"
+        "ck = functools.partial(C.checkpoint, use_reentrant=False)\n"
+        "y = ck(f, x)\n"),
+    "self_attribute.py": (
+        "from torch.utils.checkpoint import checkpoint\n"
+        "class Block:\n"
+        "    def __init__(self):\n        self.ckpt = checkpoint\n"
+        "    def forward(self, x):\n        return self.ckpt(self.f, x)\n"),
+    "import_in_function.py": (
+        "def forward(x):\n"
+        "    from torch.utils.checkpoint import checkpoint_sequential\n"
+        "    return checkpoint_sequential(layers, 2, x)\n"),
+    "layer_base.py": (
+        "from transformers.modeling_layers import GradientCheckpointingLayer as Base\n"
+        "class Block(Base):\n    def forward(self, x):\n        return x\n"),
+    "hf_method.py": "def f(self, x):\n    return self._gradient_checkpointing_func(g, x)\n",
+    "hf_enable.py": "import transformers\nmodel.gradient_checkpointing_enable()\n",
+    "wrapper.py": (
+        "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
+        "    checkpoint_wrapper, CheckpointImpl)\n"
+        "m = checkpoint_wrapper(layer, checkpoint_impl=CheckpointImpl.REENTRANT)\n"),
+    "unicode.py": "from torch.utils.checkpoint import checkpoint\nπ = 3\ny = checkpoint(f, π)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_spellings_are_sites_and_pass_the_shortcuts(name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    path.write_text(TRICKY[name], encoding="utf-8")
+    linter = Linter(Config(root=tmp_path))
+    assert assert_no_false_rejection(linter, path) >= 1
+
+
+def test_relative_import_inside_a_package(tmp_path: Path) -> None:
+    package = tmp_path / "torch" / "utils"
+    package.mkdir(parents=True)
+    for folder in (tmp_path / "torch", package):
+        (folder / "__init__.py").write_text("")
+    path = package / "user.py"
+    path.write_text("from .checkpoint import checkpoint\ny = checkpoint(f, x)\n")
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(path)
+    assert assert_no_false_rejection(linter, path) == 1
+
+
+def test_the_api_s_own_module(tmp_path: Path) -> None:
+    # Linting torch itself: inside torch/utils/checkpoint.py, `checkpoint` is the API.
+    package = tmp_path / "torch" / "utils"
+    package.mkdir(parents=True)
+    for folder in (tmp_path / "torch", package):
+        (folder / "__init__.py").write_text("")
+    path = package / "checkpoint.py"
+    path.write_text("def checkpoint(function, *args, **kwargs):\n    pass\n\n"
+                    "def checkpoint_sequential(functions, segments, input):\n"
+                    "    return checkpoint(functions[0], input)\n")
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(path)
+    assert assert_no_false_rejection(linter, path) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(TORCH is None, reason="torch is not installed")
+def test_torch_tree_files_with_sites_all_pass_the_shortcuts() -> None:
+    assert TORCH is not None
+    linter = Linter(Config(root=TORCH.parent, select=("CKP101",)))
+    total = 0
+    for path in sorted(TORCH.rglob("*.py")):
+        linter.project.add_root_for(path)
+        try:
+            text = linter.read(path)
+        except SourceError:
+            continue
+        if not linter.prefilter.may_contain_site(text):
+            continue  # the prefilter's own guarantee is tested on the fixtures above
+        total += assert_no_false_rejection(linter, path, text)
+    assert total >= 5  # wrap.py, checkpoint_wrapper.py, utils/checkpoint.py, tests' helpers
+
+
+# -- positions ---------------------------------------------------------------------------
+POSITION_SAMPLES = {
+    "crlf": "import torch\r\ndef f(x):\r\n    return (x +\r\n            1)\r\n",
+    "tabs_unicode": "def f(x):\n\tπ = 'é'  # ü\n\treturn π\n",
+    "lone_cr": "x = 1\ry = (2,\r     3)\r",
+    "decorated": "@a.b(c)\n@d\nclass K(Base):\n    '''doc'''\n    def m(self): return [i for i in x]\n",
+    "no_trailing_newline": "if x:\n    pass\nelse:\n    y = {1: 2}",
+}
+
+
+def assert_same_positions(text: str) -> None:
+    module = cst.parse_module(text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = Positions(module)
+    for node, code_range in expected.items():
+        assert positions.range(node) == (
+            (code_range.start.line, code_range.start.column),
+            (code_range.end.line, code_range.end.column)), (type(node).__name__, text)
+
+
+@pytest.mark.parametrize("name", sorted(POSITION_SAMPLES))
+def test_positions_match_position_provider(name: str) -> None:
+    assert_same_positions(POSITION_SAMPLES[name])
+
+
+@pytest.mark.parametrize("path", python_files(FIXTURES)[:40],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_positions_match_position_provider_on_fixtures(path: Path) -> None:
+    assert_same_positions(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.skipif(TORCH is None, reason="torch is not installed")
+def test_positions_match_position_provider_on_torch_files() -> None:
+    assert TORCH is not None
+    for relative in ("utils/checkpoint.py", "_higher_order_ops/wrap.py", "nn/modules/module.py"):
+        assert_same_positions((TORCH / relative).read_text(encoding="utf-8"))
