@@ -354,20 +354,27 @@ class BindingModel:
             return self._external[key]
         short = module.name.rsplit(".", 1)[-1]
         quoted_name, quoted_short = re.escape(name), re.escape(short)
-        alias = re.compile(rf"(?:\bimport\s+[\w.]*\b{quoted_short}|\bimport\s+[^\n]*\b{quoted_short})"
-                           rf"\s+as\s+(\w+)")
-        from_import = re.compile(rf"\bfrom\s+[\w.]*\b{quoted_short}\s+import\b[^\n]*\b{quoted_name}\b")
-        change = (rf"\s*\.\s*{quoted_name}\b\s*(?:\[[^\]\n]*\]\s*)?"
-                  rf"(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\.\s*\w+\s*\()")
+        alias = re.compile(rf"^[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]+[^\n]*?\b{quoted_short}"
+                           rf"[ \t]+as[ \t]+(\w+)", re.M)
+        from_import = re.compile(rf"^[ \t]*from[ \t]+[\w.]*\b{quoted_short}[ \t]+import\b[^\n]*"
+                                 rf"\b{quoted_name}\b", re.M)
+        change = (r"\s*(?:\[[^\]\n]*\]\s*)?"
+                  r"(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\.\s*\w+\s*\()")
+        direct = f"{short}.{name}"
+        direct_write = re.compile(re.escape(direct) + r"\b" + change)
         changes: list[Change] = []
         for path in self.project_files():
             text = self.text(path)
             if not text or name not in text or short not in text:
                 continue
-            accessors = {short, *alias.findall(text)}
-            through = re.search(rf"\b(?:{'|'.join(map(re.escape, sorted(accessors)))}){change}",
-                                text)
-            if through is None and from_import.search(text) is None:
+            candidate = ((direct in text and direct_write.search(text) is not None)
+                         or from_import.search(text) is not None)
+            if not candidate and " as " in text:
+                candidate = any(
+                    f"{other}.{name}" in text
+                    and re.search(re.escape(f"{other}.{name}") + r"\b" + change, text)
+                    for other in alias.findall(text))
+            if not candidate:
                 continue
             other = self.project.module_at(path)
             if other is None:
@@ -380,17 +387,37 @@ class BindingModel:
         return changes
 
     def project_files(self) -> list[Path]:
+        """Files that may write a project module's globals: the `.py` files directly in each
+        import root, and everything inside the packages found there (a root such as the
+        current folder is not searched through folders that are not packages)."""
         if self._files is None:
             files: list[Path] = []
             for root in self.project.roots:
-                for folder, dirs, names in os.walk(root):
-                    dirs[:] = sorted(d for d in dirs
-                                     if d not in SKIPPED_DIRS and not d.startswith("."))
-                    files.extend(Path(folder) / n for n in sorted(names) if n.endswith(".py"))
+                try:
+                    entries = sorted(os.scandir(root), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for entry in entries:
                     if len(files) > MAX_PROJECT_FILES:
                         break
-            self._files = list(dict.fromkeys(p.resolve() for p in files))
+                    if entry.name.endswith(".py") and entry.is_file():
+                        files.append(Path(entry.path))
+                    elif (entry.is_dir() and entry.name not in SKIPPED_DIRS
+                          and not entry.name.startswith(".")
+                          and os.path.isfile(os.path.join(entry.path, "__init__.py"))):
+                        files.extend(self.walk_package(Path(entry.path)))
+            self._files = list(dict.fromkeys(p.resolve() for p in files))[:MAX_PROJECT_FILES]
         return self._files
+
+    @staticmethod
+    def walk_package(folder: Path) -> list[Path]:
+        found: list[Path] = []
+        for current, dirs, names in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+            found.extend(Path(current) / n for n in sorted(names) if n.endswith(".py"))
+            if len(found) > MAX_PROJECT_FILES:
+                break
+        return found
 
     def text(self, path: Path) -> str | None:
         if path not in self._texts:

@@ -17,7 +17,7 @@ from ckptlint.resolve import ClassInfo
 from ckptlint.rules.base import Rule
 from ckptlint.scopes import Scope
 from ckptlint.segment import (FunctionFacts, Reached, Segment, SegmentBuilder, import_qualnames,
-                              is_framework, iter_segment)
+                              is_framework, iter_segment, top_package)
 from ckptlint.tensors import TensorInference
 
 MAX_SNIPPET = 60
@@ -123,6 +123,8 @@ class SegmentRule(Rule):
                     self.touch(change.module for change in changes)
                     return f"self.{attr}", changes
                 return None
+            if is_framework(top_package(reached.module)):
+                return None  # a framework's own settings, read by its own code
             module = self.project_module(node.value, scope)
             if module is not None:
                 if not self.is_assigned_global(module, attr):
@@ -201,6 +203,9 @@ class SegmentRule(Rule):
                     continue
                 changes += self.bindings.global_changes(parent, attr, rebinding_counts=False)
             changes += self.bindings.module_writes(module).own.get(name, [])
+        elif is_framework(top_package(module)):
+            # Linting a framework itself (torch): only its own module rebinds its globals.
+            changes = list(self.bindings.module_writes(module).own.get(name, []))
         else:
             changes = self.bindings.global_changes(module, name)
         if not changes:
