@@ -195,6 +195,32 @@ def random_module_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
     return None
 
 
+NORM_WITH_RUNNING_STATS = frozenset({
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d",
+    "LazyBatchNorm2d", "LazyBatchNorm3d",
+})
+
+
+def running_stats_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
+                       owner: ClassInfo | None) -> str | None:
+    """`self.bn(x)` where `self.bn` is a torch BatchNorm that tracks running statistics."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    cls = resolver.self_class(func.value, module, scope)
+    if cls is None:
+        return None
+    for name, constructor in module_constructors(resolver, owner or cls, func.attr.value):
+        if short_name(name) in NORM_WITH_RUNNING_STATS and name.startswith("torch."):
+            if is_false(keyword(constructor, "track_running_stats", 4)):
+                continue
+            momentum = keyword(constructor, "momentum", 2)
+            if literal_number(momentum) == 0.0:
+                continue
+            return f"`self.{func.attr.value}` (`{short_name(name)}`)"
+    return None
+
+
 def foreign_random_call(call: cst.Call, scope: Scope) -> str | None:
     """Python `random`, NumPy random, or an unseeded RNG factory: never restored."""
     for name in qualnames(call.func, scope):

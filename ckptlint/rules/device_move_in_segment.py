@@ -35,6 +35,9 @@ class DeviceMoveInSegment(SegmentRule):
                 if random_text:
                     message += (f"; this segment draws random numbers ({random_text}), so its "
                                 f"replay on that device draws different ones")
+                else:
+                    message += ("; it draws no random numbers today, so the replay only repeats "
+                                "the transfer, until someone adds dropout after the move")
                 yield self.at(segment, reached, call.node, message)
 
     def randomness(self, segment: Segment) -> str:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ckptlint.bindings import root_name
 from ckptlint.findings import Finding
-from ckptlint.hazards import is_print, log_call
+from ckptlint.hazards import is_print, log_call, running_stats_call
 from ckptlint.rules.segment_base import SegmentRule, snippet
 from ckptlint.scopes import Scope
 from ckptlint.segment import (Reached, Segment, Write, compact, import_qualnames, is_framework,
@@ -22,6 +22,8 @@ class SideEffectInSegment(SegmentRule):
     code = "CKP401"
 
     def check(self, segment: Segment) -> Iterator[Finding]:
+        self._segment_nodes = {id(reached.node) for reached in segment.functions}
+        resolver = self.context.resolver
         for reached, facts in self.functions(segment):
             seen: set[int] = set()
             for write in facts.writes:
@@ -42,6 +44,18 @@ class SideEffectInSegment(SegmentRule):
             for call in facts.calls:
                 if call.grad_guarded and segment.mode != NON_REENTRANT:
                     continue
+                norm = running_stats_call(resolver, call.node, reached.module, call.scope,
+                                          reached.function.owner)
+                if norm is not None:
+                    row = reached.module.start(call.node).row
+                    if row not in seen:
+                        seen.add(row)
+                        yield self.at(segment, reached, call.node,
+                                      f"checkpointed code runs {norm}, which updates its running "
+                                      f"statistics in training mode; {AGAIN}, so the momentum "
+                                      f"update is applied twice per step"
+                                      f"{self.guard_note(call.grad_guarded)}")
+                    continue
                 if is_print(call.node, call.scope):
                     what = "`print`"
                 else:
@@ -56,6 +70,10 @@ class SideEffectInSegment(SegmentRule):
                 yield self.at(segment, reached, call.node,
                               f"checkpointed code calls {what}; {AGAIN}, "
                               f"{effect}{self.guard_note(call.grad_guarded)}")
+
+    def in_segment(self, scope: Scope) -> bool:
+        """Whether `scope` is the body of a function of the segment being checked."""
+        return id(scope.node) in self._segment_nodes
 
     def in_setup_method(self, reached: Reached) -> bool:
         """A setup method (`__init__` calls it, e.g. `_set_cos_sin_cache`) reached from the
@@ -111,6 +129,10 @@ class SideEffectInSegment(SegmentRule):
             if isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del") \
                     and root.value in declared_global(scope):
                 return f"the module global `{root.value}`"
+            if (isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del")
+                    and root.value in declared_nonlocal(scope)
+                    and not self.in_segment(bindings[0].scope)):
+                return f"`{root.value}` of the enclosing function `{bindings[0].scope.qualname()}`"
             return None  # locals, parameters, closures
         if any(b.kind in ("def", "class") for b in bindings):
             return None
@@ -143,6 +165,15 @@ class SideEffectInSegment(SegmentRule):
                 return node
             node = node.value
         return target
+
+
+def declared_nonlocal(scope: Scope) -> set[str]:
+    names: set[str] = set()
+    current: Scope | None = scope
+    while current is not None and current.kind != "module":
+        names |= current.nonlocal_names
+        current = current.parent
+    return names
 
 
 def declared_global(scope: Scope) -> set[str]:
