@@ -98,6 +98,8 @@ class ModuleWriteCollector(cst.CSTVisitor):
         self.own: dict[str, list[Change]] = {}
         self._memo: dict[int, frozenset[str]] = {}
         self._decorators: set[str] | None = None
+        # (class name, attribute) -> changes through `ClassName.attr = ...` in functions.
+        self.class_writes: dict[tuple[str, str], list[Change]] = {}
         # (imported module qualname, attribute) -> changes written through that import.
         self.through: dict[tuple[str, str], list[Change]] = {}
 
@@ -171,6 +173,14 @@ class ModuleWriteCollector(cst.CSTVisitor):
         # Writes through a module: `m.NAME = ...`, `m.NAME.append(...)`, `pkg.m.NAME[k] = ...`.
         chain = target
         while isinstance(chain, (cst.Attribute, cst.Subscript)):
+            if isinstance(chain, cst.Attribute) and isinstance(chain.value, cst.Name) \
+                    and self.in_function():
+                # `Layer.scale = ...` on a class of this module: a class attribute change.
+                owners = self.scope.lookup(chain.value.value)
+                if owners and all(b.kind == "class" and b.scope.kind == "module" for b in owners):
+                    kind = how if (direct and chain is target) else "mutated in place"
+                    self.class_writes.setdefault((chain.value.value, chain.attr.value), []).append(
+                        Change(self.module, node, kind, where))
             if isinstance(chain, cst.Attribute):
                 for qualname in import_qualnames(chain.value, self.scope):
                     kind = how if (direct and chain is target) else "mutated in place"
@@ -461,8 +471,8 @@ class BindingModel:
         setup = self.setup_names(cls.node)
         found: dict[str, list[Change]] = {}
         for name, method in methods.items():
-            if name in setup or is_static(method):
-                continue
+            if name in setup or is_staticmethod(method):
+                continue  # classmethods count: `cls.X = ...` changes a class attribute
             params = [*method.params.posonly_params, *method.params.params]
             if not params:
                 continue
@@ -472,6 +482,11 @@ class BindingModel:
             method.body.visit(collector)
             for attr, changes in collector.found.items():
                 found.setdefault(attr, []).extend(changes)
+        if cls.scope.parent is not None and cls.scope.parent.kind == "module":
+            own = cls.node.name.value
+            for (class_name, attr), changes in self.module_writes(cls.module).class_writes.items():
+                if class_name == own:
+                    found.setdefault(attr, []).extend(changes)
         return found
 
     @staticmethod
@@ -493,6 +508,11 @@ class BindingModel:
                     setup.add(func.attr.value)
                     pending.append(func.attr.value)
         return setup
+
+
+def is_staticmethod(method: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+               for d in method.decorators)
 
 
 def is_static(method: cst.FunctionDef) -> bool:

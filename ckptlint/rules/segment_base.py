@@ -123,6 +123,15 @@ class SegmentRule(Rule):
                     self.touch(change.module for change in changes)
                     return f"self.{attr}", changes
                 return None
+            owner = self.class_of_name(node.value, scope, reached.module)
+            if owner is not None:
+                if self.context.resolver.find_method(owner, attr) is not None:
+                    return None
+                changes = self.bindings.class_changes(owner).get(attr)
+                if changes:
+                    self.touch(change.module for change in changes)
+                    return f"{owner.node.name.value}.{attr}", changes
+                return None
             if is_framework(top_package(reached.module)):
                 return None  # a framework's own settings, read by its own code
             module = self.project_module(node.value, scope)
@@ -134,6 +143,20 @@ class SegmentRule(Rule):
                     self.touch(change.module for change in changes)
                     return f"{snippet(reached.module, node.value)}.{attr}", changes
         return None
+
+    @staticmethod
+    def class_of_name(expr: cst.BaseExpression, scope: Scope, module) -> ClassInfo | None:
+        """The class of this file a bare name denotes (`Layer` in `Layer.scale`)."""
+        if not isinstance(expr, cst.Name):
+            return None
+        bindings = scope.lookup(expr.value)
+        if len(bindings) != 1 or bindings[0].kind != "class":
+            return None
+        node = bindings[0].node
+        class_scope = module.scopes.scope_of.get(id(node))
+        if class_scope is None:
+            return None
+        return ClassInfo(module, node, class_scope)
 
     def written_first(self, reached: Reached, read: cst.CSTNode, attr: str) -> bool:
         """`self.X = ...` as a plain statement of this function, above the read: every run
