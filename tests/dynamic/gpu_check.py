@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from conftest import run_dynamic  # noqa: E402
+from dynhelp import run_dynamic  # noqa: E402
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PY, SCRIPTS, env_with_root, findings_for, plain_python, run_dynamic
+from dynhelp import PY, SCRIPTS, env_with_root, findings_for, plain_python, run_dynamic
 
 pytest.importorskip("torch")
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import PY, env_with_root
+from dynhelp import PY, env_with_root
 
 pytest.importorskip("torch")
 

@@ -1,0 +1,186 @@
+"""Helpers for dynamic-mode tests: findings from script markers, watched runs in parallel.
+
+Scripts under scripts/ mark their checkpoint sites, targets and the findings the static rules
+report there with trailing comments:
+
+    def block(x):  # ckpt-target: A block          (target A: its def line and qualname)
+        ...  # ckpt-finding: CKP201 A SCALE        (a finding on this line for site A, naming SCALE)
+    out = checkpoint(block, x)  # ckpt-site: A     (the checkpoint call of site A)
+
+Every scenario runs `python -m ckptlint dynamic --format json --findings F -- python SCRIPT`
+as a real child process; the scenarios run three at a time at session start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptlint.findings import Finding, Position, SiteRef, TargetRef
+
+SCRIPTS = Path(__file__).parent / "scripts"
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+_SITE = re.compile(r"#.*ckpt-site: (\w+)")
+_TARGET = re.compile(r"# ckpt-target: (\w+) ([\w.]+)")
+_FINDING = re.compile(r"ckpt-finding: (CKP\d{3}) (\w+)(?: ([\w.\[\]'\"]+))?")
+
+MESSAGES = {
+    "CKP101": "`use_reentrant=True` checkpoints in reentrant mode",
+    "CKP201": "checkpointed code reads `{name}`, which is changed elsewhere",
+    "CKP203": "checkpointed code branches on tensor values",
+    "CKP204": "branch on `{name}`, which is changed elsewhere",
+    "CKP301": "checkpointed code moves a tensor to a device whose RNG state is not saved",
+    "CKP302": "randomness inside a checkpoint with `preserve_rng_state=False`",
+    "CKP303": "Python `random` inside a checkpoint is not restored on replay",
+    "CKP401": "checkpointed code mutates `{name}`, which happens again on replay",
+}
+
+
+def findings_for(script: str) -> list[Finding]:
+    path = SCRIPTS / script
+    lines = path.read_text().splitlines()
+    sites: dict[str, tuple[int, int]] = {}
+    targets: dict[str, TargetRef] = {}
+    for row, line in enumerate(lines, 1):
+        code = line.split("#")[0]
+        if m := _SITE.search(line):
+            col = len(code) - len(code.lstrip()) + 1
+            call = re.search(r"(checkpoint\w*|ckpt|run|class)\b", code)
+            sites[m.group(1)] = (row, call.start() + 1 if call else col)
+        if m := _TARGET.search(line):
+            targets[m.group(1)] = TargetRef(script, row, m.group(2))
+    out = []
+    for row, line in enumerate(lines, 1):
+        m = _FINDING.search(line)
+        if not m:
+            continue
+        code, label, name = m.group(1), m.group(2), m.group(3)
+        site_row, site_col = sites[label]
+        target = targets.get(label)
+        site = SiteRef(script, site_row, site_col)
+        if code.startswith("CKP1"):
+            start, chain = Position(site_row, site_col), ()
+        else:
+            col = len(line) - len(line.lstrip()) + 1
+            start, chain = Position(row, col), (target.qualname,) if target else ()
+        message = MESSAGES[code].format(name=name)
+        out.append(Finding(code, message, script, start, Position(start.row, start.column + 1),
+                           site=site, chain=chain, target=target))
+    return out
+
+
+@dataclass
+class Result:
+    rc: int
+    findings: list[dict[str, Any]]
+    stderr: str
+    values: dict[str, Any] | None
+    seconds: float = 0.0
+
+    def by_code(self, code: str) -> list[dict[str, Any]]:
+        return [f for f in self.findings if f["code"] == code]
+
+    def one(self, code: str) -> dict[str, Any]:
+        found = self.by_code(code)
+        assert len(found) == 1, (code, self.findings, self.stderr[-3000:])
+        return found[0]
+
+
+def env_with_root(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("CKPTLINT_DYNAMIC_OUT", None)
+    env.update(extra or {})
+    return env
+
+
+def run_dynamic(script: str, args: tuple[str, ...] = (), options: tuple[str, ...] = (),
+                findings: list[Finding] | None = None, env: dict[str, str] | None = None,
+                timeout: float = 240) -> Result:
+    import time
+    with tempfile.TemporaryDirectory(prefix="ckpt-test-") as tmp:
+        fjson = os.path.join(tmp, "findings.json")
+        out = os.path.join(tmp, "values.json")
+        found = findings_for(script) if findings is None else findings
+        with open(fjson, "w") as handle:
+            json.dump([f.to_json() for f in found], handle)
+        cmd = [PY, "-m", "ckptlint", "dynamic", "--format", "json", "--findings", fjson,
+               *options, "--", PY, script, *args]
+        start = time.monotonic()
+        proc = subprocess.run(cmd, cwd=SCRIPTS, env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
+                              capture_output=True, text=True, timeout=timeout)
+        seconds = time.monotonic() - start
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError:
+            raise AssertionError(f"no JSON on stdout (rc {proc.returncode}):\n{proc.stdout}\n"
+                                 f"{proc.stderr[-4000:]}")
+        values = None
+        if os.path.exists(out):
+            with open(out) as handle:
+                values = json.load(handle)
+        return Result(proc.returncode, data, proc.stderr, values, seconds)
+
+
+# name -> (script, args, options)
+SCENARIOS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "state_read_harmful": ("state_read.py", (), ()),
+    "state_read_harmless": ("state_read.py", ("harmless",), ()),
+    "state_read_reentrant": ("state_read.py", ("reentrant",), ()),
+    "state_branch_harmful": ("state_branch.py", (), ()),
+    "state_branch_harmless": ("state_branch.py", ("harmless",), ()),
+    "data_branch_harmful": ("data_branch.py", (), ()),
+    "data_branch_harmless": ("data_branch.py", ("harmless",), ()),
+    "data_branch_hard_exit": ("data_branch.py", ("hard-exit",), ()),
+    "data_branch_replay_now": ("data_branch.py", (), ("--replay-now",)),
+    "rng_harmful": ("unpreserved_rng.py", (), ()),
+    "rng_harmless": ("unpreserved_rng.py", ("harmless",), ()),
+    "side_effect_harmful": ("side_effect.py", (), ()),
+    "side_effect_harmless": ("side_effect.py", ("harmless",), ()),
+    "side_effect_reentrant": ("side_effect.py", ("harmless", "reentrant"), ()),
+    "reentrant_harmful": ("reentrant.py", (), ()),
+    "reentrant_harmless": ("reentrant.py", ("harmless",), ()),
+    "device": ("device_move.py", (), ()),
+    "lifecycle_forward_only": ("lifecycle.py", ("no-grad",), ()),
+    "lifecycle_replay_now": ("lifecycle.py", ("no-grad",), ("--replay-now",)),
+    "lifecycle_crash": ("lifecycle.py", ("crash",), ()),
+    "lifecycle_fail": ("lifecycle.py", ("fail",), ()),
+    "wrappers": ("wrappers.py", (), ()),
+    "wrappers_reentrant": ("wrappers.py", ("reentrant",), ()),
+    "compiled": ("compiled.py", (), ()),
+    "timeout": ("sleeper.py", (), ("--timeout", "20", "--progress-every", "2")),
+}
+
+
+class Runs:
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(max_workers=3)
+        self.futures = {name: self.pool.submit(run_dynamic, *spec)
+                        for name, spec in SCENARIOS.items()}
+
+    def __getitem__(self, name: str) -> Result:
+        return self.futures[name].result()
+
+
+def plain_python(script: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a script unwatched and return what it reported."""
+    with tempfile.TemporaryDirectory(prefix="ckpt-test-") as tmp:
+        out = os.path.join(tmp, "values.json")
+        proc = subprocess.run([PY, script, *args], cwd=SCRIPTS,
+                              env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
+                              capture_output=True, text=True, timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        with open(out) as handle:
+            return json.load(handle)
