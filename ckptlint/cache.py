@@ -117,7 +117,9 @@ class Cache:
         try:
             with open(path, "rb") as stream:
                 data = pickle.load(stream)
-            if isinstance(data, dict) and data.get("format") == FORMAT:
+            if (isinstance(data, dict) and data.get("format") == FORMAT
+                    and isinstance(data.get("entries"), dict)
+                    and isinstance(data.get("digests"), dict)):
                 cache.entries = data["entries"]
                 cache.digests = data["digests"]
         except Exception:  # noqa: BLE001 - missing or corrupt: start empty
@@ -128,7 +130,7 @@ class Cache:
     def lookup(self, display: str, path: Path, info: os.stat_result) -> Entry | None:
         """The entry for this file if its stat signature and dependencies are unchanged."""
         entry = self.entries.get(display)
-        if entry is None or entry.signature != signature(info):
+        if not isinstance(entry, Entry) or entry.signature != signature(info):
             return None
         self._current[str(path.absolute())] = entry.digest
         return entry if self.dependencies_unchanged(entry) else None
@@ -140,7 +142,8 @@ class Cache:
         self._current[str(path.absolute())] = file_digest
         self.digests[str(path.absolute())] = (signature(info), file_digest)
         entry = self.entries.get(display)
-        if entry is None or entry.digest != file_digest or not self.dependencies_unchanged(entry):
+        if (not isinstance(entry, Entry) or entry.digest != file_digest
+                or not self.dependencies_unchanged(entry)):
             return file_digest, None
         entry.signature = signature(info)
         self.changed = True

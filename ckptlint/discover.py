@@ -124,7 +124,9 @@ def walk(folder: Path, config: Config) -> list[Path]:
             try:
                 is_dir = entry.is_dir()
             except OSError:
-                continue
+                # A symlink loop or an unreadable target: a Python file that cannot be
+                # read is reported (CKP999), not skipped.
+                is_dir = False
             if is_excluded(path, config, folder):
                 continue
             if is_dir:

@@ -258,7 +258,10 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
         for path in discovery.files:
             if path.parent not in folders:  # the package root depends on the folder only
                 folders.add(path.parent)
-                linter.project.add_root_for(path)
+                try:
+                    linter.project.add_root_for(path)
+                except (OSError, RuntimeError):  # a symlink loop: reported when read
+                    pass
             targets.append((path, str(path)))
     run = Run(linter, targets, jobs=jobs, use_cache=use_cache)
     file_results = run.execute()
@@ -388,7 +391,7 @@ class SourceTexts(MutableMapping):
         if display in self.paths:
             try:
                 text = self.linter.read(self.paths.pop(display))
-            except SourceError:
+            except (SourceError, OSError, RuntimeError):
                 raise KeyError(display) from None
             self.texts[display] = text
             return text
@@ -407,14 +410,26 @@ class SourceTexts(MutableMapping):
             raise KeyError(display)
 
     def __contains__(self, display: object) -> bool:
-        return display in self.texts or display in self.paths
+        try:
+            self[display]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def load_all(self) -> None:
+        for display in list(self.paths):
+            try:
+                self[display]
+            except KeyError:
+                pass
 
     def __iter__(self) -> Iterator[str]:
+        self.load_all()
         yield from list(self.texts)
-        yield from list(self.paths)
 
     def __len__(self) -> int:
-        return len(self.texts) + len(self.paths)
+        self.load_all()
+        return len(self.texts)
 
 
 def default_jobs() -> int:

@@ -63,14 +63,15 @@ def decode_source(data: bytes) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
+        if "invalid or missing encoding declaration" in str(error):
+            raise SourceError(f"cannot decode as utf-8 ({error}), and no `# coding:` line "
+                              "names another encoding") from None
         raise SourceError(f"cannot decode: {error}") from None
     try:
         text = data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as error:
-        raise SourceError(
-            f"cannot decode as {encoding}: {error.__class__.__name__}: {error} (no `# coding:` "
-            "line names another encoding)" if encoding == "utf-8" else
-            f"cannot decode as {encoding}: {error.__class__.__name__}: {error}") from None
+        hint = ", and no `# coding:` line names another encoding" if encoding == "utf-8" else ""
+        raise SourceError(f"cannot decode as {encoding} ({error}){hint}") from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
