@@ -24,6 +24,7 @@ import sysconfig
 import threading
 import time
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -373,7 +374,7 @@ def _install_non_reentrant():
                                                caller.f_back, kwargs=local.get("kwargs"))
                 if self._ckptlint_call is not None and not grad and REPLAY_NOW:
                     self._ckptlint_call.scratch["_args"] = args
-                _state.last_frame = self
+                _state.last_frame = weakref.ref(self)   # weak: never keep inputs alive
             except Exception as exc:
                 _report_observer_failure(self, "frame", exc)
 
@@ -454,7 +455,9 @@ def _install_non_reentrant():
                 self.step = 1
                 _state.last_frame = None
                 result = self.inner.send(value)
-                frame = getattr(_state, "last_frame", None)
+                ref = getattr(_state, "last_frame", None)
+                _state.last_frame = None
+                frame = ref() if ref is not None else None
                 call = getattr(frame, "_ckptlint_call", None)
                 if call is not None and not frame._ckptlint_hooked:
                     self.frame = frame
