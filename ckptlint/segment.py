@@ -351,6 +351,7 @@ class Occurrence:
     scope: Scope
     in_condition: bool = False
     grad_guarded: bool = False  # inside `if torch.is_grad_enabled():`
+    once_guarded: bool = False  # inside `if key not in SEEN: SEEN.add(key); ...` (run once)
 
 
 @dataclass(eq=False)
@@ -363,6 +364,7 @@ class Write:
     scope: Scope
     method: str = ""
     grad_guarded: bool = False
+    once_guarded: bool = False
 
 
 @dataclass(eq=False)
@@ -397,6 +399,33 @@ def is_grad_enabled_test(expr: cst.BaseExpression, scope: Scope) -> bool:
     return False
 
 
+def is_run_once_guard(node: cst.If) -> bool:
+    """`if key not in SEEN:` whose body records the key in SEEN: the replay skips the body."""
+    test = node.test
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.NotIn)):
+        return False
+    container = compact(test.comparisons[0].comparator)
+
+    class Records(cst.CSTVisitor):
+        found = False
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if (isinstance(func, cst.Attribute) and func.attr.value in ("add", "append",
+                                                                       "setdefault", "update")
+                    and compact(func.value) == container):
+                self.found = True
+
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
+            if isinstance(target.target, cst.Subscript) and compact(target.target.value) == container:
+                self.found = True
+
+    records = Records()
+    node.body.visit(records)
+    return records.found
+
+
 class FactCollector(cst.CSTVisitor):
     """One pass over a function body (nested defs and classes excluded, lambdas included)."""
 
@@ -409,6 +438,8 @@ class FactCollector(cst.CSTVisitor):
         self.condition_depth = 0
         self.guard_depth = 0
         self._guard_bodies: set[int] = set()
+        self.once_depth = 0
+        self._once_bodies: set[int] = set()
 
     def run(self) -> None:
         node = self.function.node
@@ -426,6 +457,8 @@ class FactCollector(cst.CSTVisitor):
             self.stack.append(scope)
         if id(node) in self._guard_bodies:
             self.guard_depth += 1
+        if id(node) in self._once_bodies:
+            self.once_depth += 1
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -434,6 +467,8 @@ class FactCollector(cst.CSTVisitor):
             return  # skipped in on_visit: nothing was pushed
         if id(original_node) in self._guard_bodies:
             self.guard_depth -= 1
+        if id(original_node) in self._once_bodies:
+            self.once_depth -= 1
         if self.scopes.get(id(original_node)) is not None:
             self.stack.pop()
 
@@ -450,6 +485,8 @@ class FactCollector(cst.CSTVisitor):
         if is_grad_enabled_test(node.test, self.scope):
             self.facts.grad_guards.append((node, self.scope))
             self._guard_bodies.add(id(node.body))
+        if is_run_once_guard(node):
+            self._once_bodies.add(id(node.body))
 
     def visit_If_test(self, node: cst.If) -> None:
         self.enter_condition(node.test, node)
@@ -499,12 +536,14 @@ class FactCollector(cst.CSTVisitor):
         guarded = self.guard_depth > 0
         if isinstance(target, (cst.Name, cst.Attribute)):
             self.skip_load.add(id(target))
-            self.facts.writes.append(Write(target, node, how, self.scope, grad_guarded=guarded))
+            self.facts.writes.append(Write(target, node, how, self.scope, grad_guarded=guarded,
+                                           once_guarded=self.once_depth > 0))
         elif isinstance(target, cst.Subscript):
             container = target.value
             self.skip_load.add(id(container))
             self.facts.writes.append(Write(container, node, "item" if how != "del" else "del",
-                                           self.scope, grad_guarded=guarded))
+                                           self.scope, grad_guarded=guarded,
+                                           once_guarded=self.once_depth > 0))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -544,7 +583,8 @@ class FactCollector(cst.CSTVisitor):
 
     # -- calls and reads ---------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        occurrence = Occurrence(node, self.scope, self.condition_depth > 0, self.guard_depth > 0)
+        occurrence = Occurrence(node, self.scope, self.condition_depth > 0, self.guard_depth > 0,
+                                self.once_depth > 0)
         self.facts.calls.append(occurrence)
         func = node.func
         self.skip_load.add(id(func))
@@ -554,7 +594,8 @@ class FactCollector(cst.CSTVisitor):
                 self.skip_load.add(id(receiver))
                 self.facts.writes.append(Write(receiver, node, "method", self.scope,
                                                method=func.attr.value,
-                                               grad_guarded=self.guard_depth > 0))
+                                               grad_guarded=self.guard_depth > 0,
+                                               once_guarded=self.once_depth > 0))
 
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) not in self.skip_load:

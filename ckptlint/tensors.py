@@ -252,13 +252,18 @@ class TensorInference:
         return True
 
 
+# Namespaces whose functions compute tensors (anything else in torch is left unknown).
+TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.fft",
+                               "torch.special", "torch.Tensor"})
+
+
 def torch_function_level(qualname: str) -> int:
-    short = qualname.rsplit(".", 1)[-1]
-    if short in TORCH_PREDICATES:
+    namespace, _, short = qualname.rpartition(".")
+    if short in TORCH_PREDICATES and namespace in TENSOR_NAMESPACES:
         return STRONG
-    if short in TORCH_NOT_DATA or short.startswith(("is_", "get_", "set_", "_")):
+    if namespace not in TENSOR_NAMESPACES:
         return NONE
-    if any(qualname.startswith(prefix) for prefix in TORCH_NOT_DATA_PACKAGES):
+    if short in TORCH_NOT_DATA or short.startswith(("is_", "get_", "set_", "_")):
         return NONE
     if short[:1].isupper():
         return NONE  # classes: torch.Size, torch.Generator, torch.nn.Linear(...)

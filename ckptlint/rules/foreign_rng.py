@@ -34,7 +34,9 @@ class ForeignRng(SegmentRule):
                               f"different numbers")
 
     def seeded_here(self, expr: cst.BaseExpression, scope: Scope, facts: FunctionFacts) -> bool:
-        """A generator created in this function and seeded here: the replay reseeds it."""
+        """A generator created in this function and seeded here: the replay reseeds it. Also
+        a parameter that defaults to None (`generator=None`, as in `torch.nn.init`): usually
+        not given, and then torch's default generator is used, which checkpoint restores."""
         if isinstance(expr, cst.Call):
             return is_seeded_generator_expr(expr, scope)
         if not isinstance(expr, cst.Name):
@@ -42,6 +44,9 @@ class ForeignRng(SegmentRule):
         bindings = scope.lookup(expr.value)
         if not bindings or bindings[0].scope.kind == "module":
             return False
+        if len(bindings) == 1 and bindings[0].kind == "param":
+            default = getattr(bindings[0].node, "default", None)
+            return isinstance(default, cst.Name) and default.value == "None"
         for binding in bindings:
             if binding.kind != "assign" or not isinstance(binding.value, cst.Call):
                 return False

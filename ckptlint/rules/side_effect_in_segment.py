@@ -27,10 +27,13 @@ class SideEffectInSegment(SegmentRule):
         for reached, facts in self.functions(segment):
             seen: set[int] = set()
             for write in facts.writes:
+                if write.once_guarded:
+                    continue  # `if key not in SEEN: SEEN.add(key)`: the replay skips it
                 if write.grad_guarded and segment.mode != NON_REENTRANT:
                     continue  # run once by the reentrant `torch.is_grad_enabled()` guard
-                if write.how == "item" and compact(write.target) in self.memo(reached):
-                    continue  # memoization: the replay finds the entry and stores nothing new
+                if (write.how == "item" or write.method in ("add", "setdefault", "append")) \
+                        and compact(write.target) in self.memo(reached):
+                    continue  # memoization / run-once: the replay finds the entry, adds nothing
                 what = self.outer_state(reached, write)
                 if what is None:
                     continue
@@ -42,7 +45,7 @@ class SideEffectInSegment(SegmentRule):
                               f"checkpointed code {self.verb(write)} {what}; {AGAIN}, so it "
                               f"happens twice per step{self.guard_note(write.grad_guarded)}")
             for call in facts.calls:
-                if call.grad_guarded and segment.mode != NON_REENTRANT:
+                if call.once_guarded or (call.grad_guarded and segment.mode != NON_REENTRANT):
                     continue
                 norm = running_stats_call(resolver, call.node, reached.module, call.scope,
                                           reached.function.owner)
