@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Benchmark: ckptlint against ruff (and TorchFix TOR003 when installed) on the torch source.
+
+    python bench/bench.py                    # 5 alternating runs, prints a Markdown report
+    python bench/bench.py --runs 7 --write docs/performance.md
+
+What it measures, each as the median of N runs taken in alternation (tool A, tool B, A, B...
+so that a noisy machine hurts both alike):
+
+- cold: `ckptlint check --no-cache TREE` vs `ruff check --no-cache --isolated --exit-zero TREE`
+  (ruff's default rules) and, when TorchFix is installed in its own virtual environment
+  (`--torchfix PATH`, `$TORCHFIX`, or `bench/.torchfix-venv/bin/torchfix`), `torchfix --select
+  TOR003 TREE` (one run by default: it processes about two files a second);
+- warm: `ckptlint check TREE` again with a primed cache;
+- one clean file (no checkpoint call) and one file with a checkpoint call, whole process, and
+  `ckptlint --version`.
+
+For each: wall time, CPU time (user + system, workers included) and peak RSS of the largest
+process (from `wait4`). On a loaded machine wall time stretches while CPU time does not;
+both are reported, with the load average before and after.
+
+TREE defaults to the installed torch package (`import torch` is used only to find it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CLEAN_FILE = "import torch\n\n\ndef forward(x):\n    return torch.relu(x) * 2\n"
+SITE_FILE = ("import torch\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+             "def block(x):\n    return torch.relu(x) * 2\n\n\n"
+             "def forward(x):\n    return checkpoint(block, x)\n")
+
+
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
+    rss_kb: int
+    returncode: int
+
+
+@dataclass
+class Measure:
+    label: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    ok_codes: tuple[int, ...] = (0, 1)
+    samples: list[Sample] = field(default_factory=list)
+    timeout: float = 600.0
+
+    def run(self, cwd: Path) -> Sample:
+        environment = {**os.environ, **self.env}
+        errors = tempfile.TemporaryFile()
+        started = time.perf_counter()
+        process = subprocess.Popen(self.command, cwd=cwd, env=environment,
+                                   stdout=subprocess.DEVNULL, stderr=errors)
+        deadline = started + self.timeout
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                process.kill()
+                pid, status, usage = os.wait4(process.pid, 0)
+                break
+            time.sleep(0.002)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace")
+        errors.close()
+        if process.returncode not in self.ok_codes or "Traceback" in stderr:
+            raise SystemExit(f"{self.label}: exit {process.returncode}\n{stderr[-3000:]}")
+        sample = Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss,
+                        process.returncode)
+        self.samples.append(sample)
+        return sample
+
+    def median(self, attribute: str) -> float:
+        return statistics.median(getattr(s, attribute) for s in self.samples)
+
+
+def torch_tree() -> Path:
+    out = subprocess.run([sys.executable, "-c",
+                          "import torch, os; print(os.path.dirname(torch.__file__))"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def find_tool(name: str, explicit: str | None, candidates: list[Path]) -> str | None:
+    if explicit:
+        return explicit
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(name)
+
+
+def tree_size(tree: Path) -> tuple[int, int]:
+    files = lines = 0
+    for path in tree.rglob("*"):
+        if path.suffix in (".py", ".pyi") and path.is_file():
+            files += 1
+            with open(path, "rb") as stream:
+                lines += stream.read().count(b"\n")
+    return files, lines
+
+
+def ckptlint_stats(command: list[str], tree: Path, cwd: Path, env: dict[str, str]) -> dict:
+    out = subprocess.run([*command, "check", "--no-cache", str(tree)], cwd=cwd,
+                         env={**os.environ, **env, "CKPTLINT_STATS": "1"},
+                         capture_output=True, text=True)
+    for line in reversed(out.stderr.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--small-runs", type=int, default=11,
+                        help="runs for the one-file and --version measures")
+    parser.add_argument("--tree", type=Path, default=None)
+    parser.add_argument("--ckptlint", default=None)
+    parser.add_argument("--ruff", default=None)
+    parser.add_argument("--torchfix", default=os.environ.get("TORCHFIX"))
+    parser.add_argument("--torchfix-runs", type=int, default=1)
+    parser.add_argument("--torchfix-timeout", type=float, default=1800.0)
+    parser.add_argument("--no-torchfix", action="store_true")
+    parser.add_argument("--write", type=Path, default=None, help="write the report here")
+    parser.add_argument("--json", type=Path, default=None, help="write raw samples here")
+    args = parser.parse_args()
+
+    tree = args.tree or torch_tree()
+    bindir = Path(sys.executable).parent
+    ckptlint = find_tool("ckptlint", args.ckptlint, [bindir / "ckptlint"])
+    ruff = find_tool("ruff", args.ruff, [bindir / "ruff"])
+    torchfix = None if args.no_torchfix else find_tool(
+        "torchfix", args.torchfix, [REPO / "bench" / ".torchfix-venv" / "bin" / "torchfix"])
+    if ckptlint is None or ruff is None:
+        raise SystemExit("ckptlint and ruff must be installed (pip install -e . ruff)")
+    ckptlint_command = [ckptlint]
+    work = Path(tempfile.mkdtemp(prefix="ckptlint-bench-"))
+    cache = work / "cache"
+    (work / "clean.py").write_text(CLEAN_FILE)
+    (work / "site.py").write_text(SITE_FILE)
+    no_cache_env = {"CKPTLINT_CACHE_DIR": str(work / "unused-cache")}
+    files, lines = tree_size(tree)
+    load_before = os.getloadavg()
+
+    cold = [
+        Measure("ckptlint --no-cache", [*ckptlint_command, "check", "--no-cache", str(tree)],
+                env=no_cache_env),
+        Measure("ruff check --no-cache", [ruff, "check", "--no-cache", "--isolated",
+                                          "--exit-zero", "--quiet", str(tree)]),
+    ]
+    for _ in range(args.runs):
+        for measure in cold:
+            measure.run(work)
+    torchfix_measure = None
+    if torchfix:
+        torchfix_measure = Measure("torchfix --select TOR003", [torchfix, "--select", "TOR003",
+                                                                 str(tree)],
+                                   timeout=args.torchfix_timeout, ok_codes=(0, 1, -9))
+        for _ in range(args.torchfix_runs):
+            torchfix_measure.run(work)
+
+    warm = Measure("ckptlint (warm cache)", [*ckptlint_command, "check", str(tree)],
+                   env={"CKPTLINT_CACHE_DIR": str(cache)})
+    warm.run(work)  # prime
+    warm.samples.clear()
+    small = [
+        Measure("ckptlint --version", [*ckptlint_command, "--version"], ok_codes=(0,)),
+        Measure("ckptlint check clean.py (no checkpoint call)",
+                [*ckptlint_command, "check", "--no-cache", "clean.py"], env=no_cache_env),
+        Measure("ckptlint check site.py (one checkpoint call)",
+                [*ckptlint_command, "check", "--no-cache", "site.py"], env=no_cache_env),
+    ]
+    for _ in range(args.runs):
+        warm.run(work)
+    for _ in range(args.small_runs):
+        for measure in small:
+            measure.run(work)
+    load_after = os.getloadavg()
+    stats = ckptlint_stats(ckptlint_command, tree, work, no_cache_env)
+    report = render(tree, files, lines, cold, torchfix_measure, warm, small, stats, args,
+                    load_before, load_after)
+    print(report)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(report)
+    if args.json:
+        args.json.write_text(json.dumps({
+            m.label: [s.__dict__ for s in m.samples]
+            for m in [*cold, *( [torchfix_measure] if torchfix_measure else []), warm, *small]
+        }, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def render(tree: Path, files: int, lines: int, cold: list[Measure], torchfix: Measure | None,
+           warm: Measure, small: list[Measure], stats: dict, args, load_before,
+           load_after) -> str:
+    ckptlint, ruff = cold
+    rows = ["| measure | wall (median) | CPU user+sys | peak RSS | ratio to ruff (wall / CPU) |",
+            "|---|---:|---:|---:|---:|"]
+
+    def row(measure: Measure, compare: bool = True) -> str:
+        wall, cpu = measure.median("wall"), measure.median("cpu")
+        rss = max(s.rss_kb for s in measure.samples) / 1024
+        ratio = ""
+        if compare:
+            ratio = (f"{wall / ruff.median('wall'):.2f} / {cpu / ruff.median('cpu'):.2f}")
+        runs = len(measure.samples)
+        return (f"| {measure.label} ({runs} run{'s' if runs != 1 else ''}) | {wall:.2f} s | "
+                f"{cpu:.2f} s | {rss:.0f} MiB | {ratio} |")
+
+    rows.append(row(ckptlint))
+    rows.append(row(ruff))
+    if torchfix is not None:
+        rows.append(row(torchfix))
+    rows.append(row(warm))
+    for measure in small:
+        rows.append(row(measure, compare=False))
+    machine = (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python "
+               f"{platform.python_version()}; load average {load_before[0]:.1f} before, "
+               f"{load_after[0]:.1f} after")
+    versions = []
+    for name, command in (("ckptlint", [args.ckptlint or "ckptlint", "--version"]),
+                          ("ruff", [args.ruff or "ruff", "--version"])):
+        try:
+            versions.append(subprocess.run(command, capture_output=True, text=True)
+                            .stdout.strip())
+        except OSError:
+            versions.append(f"{name} ?")
+    lines_out = [
+        "# Performance",
+        "",
+        f"Tree: `{tree}` ({files} files, {lines:,} lines). Machine: {machine}. "
+        f"Tools: {', '.join(versions)}. Produced by `python bench/bench.py --runs {args.runs}`"
+        " (alternating runs, medians).",
+        "",
+        *rows,
+        "",
+        "ckptlint's own account of the cold run (`CKPTLINT_STATS=1`): "
+        f"{stats.get('files', '?')} files read, {stats.get('candidates', '?')} parsed with "
+        f"`ast` after the text tests, {stats.get('confirmed', '?')} confirmed and analysed "
+        f"with libcst, {stats.get('jobs', '?')} worker processes.",
+        "",
+    ]
+    return "\n".join(lines_out)
+
+
+if __name__ == "__main__":
+    main()
