@@ -114,11 +114,11 @@ class SiteProfile:
 
     @property
     def forward_seconds(self) -> float:
-        return _warm_mean([s for c in self.calls for s in c.forward])
+        return _typical([s for c in self.calls for s in c.forward])
 
     @property
     def recompute_seconds(self) -> float:
-        return _warm_mean([s for c in self.calls for s in c.replay])
+        return _typical([s for c in self.calls for s in c.replay])
 
     @property
     def replays(self) -> int:
@@ -184,12 +184,17 @@ class SiteProfile:
         }
 
 
-def _warm_mean(values: list[float]) -> float:
-    """Mean seconds per pass; with 3 or more passes the first one is left out: it pays for
-    one-time work (kernel selection, lazy initialisation, allocator growth)."""
-    if len(values) >= 3:
-        values = values[1:]
-    return sum(values) / len(values) if values else 0.0
+def _typical(values: list[float]) -> float:
+    """Seconds per pass: the median over the passes. A mean would be dominated by the first
+    call (kernel selection, lazy initialisation, allocator growth) and by the odd pass that
+    the OS scheduler or a garbage collection interrupted; the median is the typical call."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _round(value: float) -> float:

@@ -67,7 +67,7 @@ def render_text(records: Sequence[dict[str, Any]], *, notes: Sequence[str] = (),
            line(tuple("-" * w for w in widths)), line(total), ""]
     for r in records:
         out.append(f"{site_label(r)}: {_call(r)}: {r['reason']}")
-    summary = (f"Activations freed are summed over all {calls} calls; recompute took "
+    summary = (f"Activations freed are summed over all {calls} calls; recompute took about "
                f"{human_seconds(recompute)} in total")
     if command_seconds:
         summary += f" of the command's {human_seconds(command_seconds)}"
