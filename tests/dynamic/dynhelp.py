@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
 
