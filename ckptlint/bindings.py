@@ -49,6 +49,9 @@ class Change:
     node: cst.CSTNode
     how: str  # "rebound" | "mutated in place" | "augmented" | "deleted"
     where: str  # the function holding the change ("" at module level)
+    # For `G.attr = ...`, `G.attr.append(...)`: "attr" (only reads of `G.attr` or of `G`
+    # itself see this change); None when `G` itself is rebound, indexed or mutated.
+    part: str | None = None
 
     @property
     def row(self) -> int:
@@ -77,6 +80,15 @@ def root_name(expr: cst.BaseExpression) -> cst.Name | None:
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         expr = expr.value
     return expr if isinstance(expr, cst.Name) else None
+
+
+def first_attribute(target: cst.BaseExpression) -> str | None:
+    """`a` for `G.a`, `G.a.b`, `G.a[0]`; None for `G`, `G[0]`, `G[0].a`."""
+    found = None
+    while isinstance(target, (cst.Attribute, cst.Subscript)):
+        found = target.attr.value if isinstance(target, cst.Attribute) else None
+        target = target.value
+    return found
 
 
 def root_is(target: cst.BaseExpression, name: cst.Name) -> bool:
@@ -203,7 +215,8 @@ class ModuleWriteCollector(cst.CSTVisitor):
                     if "." in qualname and root_is(target, name):
                         parent, attr = qualname.rsplit(".", 1)
                         self.through.setdefault((parent, attr), []).append(
-                            Change(self.module, node, "mutated in place", where))
+                            Change(self.module, node, "mutated in place", where,
+                                   first_attribute(target)))
             return
         if not self.in_function():
             return  # module-level statements run once, at import
@@ -211,9 +224,12 @@ class ModuleWriteCollector(cst.CSTVisitor):
             if name.value not in self.declared_global():
                 return
             kind = how
+        elif direct and isinstance(target, cst.Attribute) and target.value is name:
+            kind = "reassigned" if how == "rebound" else how
         else:
             kind = "mutated in place"
-        self.own.setdefault(name.value, []).append(Change(self.module, node, kind, where))
+        self.own.setdefault(name.value, []).append(
+            Change(self.module, node, kind, where, first_attribute(target)))
 
     def declared_global(self) -> set[str]:
         names: set[str] = set()

@@ -352,6 +352,7 @@ class Occurrence:
     in_condition: bool = False
     grad_guarded: bool = False  # inside `if torch.is_grad_enabled():`
     once_guarded: bool = False  # inside `if key not in SEEN: SEEN.add(key); ...` (run once)
+    attr: str | None = None  # for a name read as `name.attr`: the attribute
 
 
 @dataclass(eq=False)
@@ -440,6 +441,7 @@ class FactCollector(cst.CSTVisitor):
         self._guard_bodies: set[int] = set()
         self.once_depth = 0
         self._once_bodies: set[int] = set()
+        self._attribute_of: dict[int, str] = {}
 
     def run(self) -> None:
         node = self.function.node
@@ -599,11 +601,14 @@ class FactCollector(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) not in self.skip_load:
-            self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0))
+            self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0,
+                                               attr=self._attribute_of.get(id(node))))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if id(node) not in self.skip_load:
             self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0))
+        if isinstance(node.value, cst.Name):
+            self._attribute_of[id(node.value)] = node.attr.value
         # The attribute name itself is not a read of a variable.
         node.value.visit(self)
         return False

@@ -19,7 +19,7 @@ class MutableStateRead(SegmentRule):
             for load in facts.loads:
                 if load.in_condition:
                     continue  # CKP204 reports reads in branch conditions
-                state = self.state_changes(reached, load.node, load.scope)
+                state = self.state_changes(reached, load.node, load.scope, load.attr)
                 if state is None:
                     continue
                 name, changes = state

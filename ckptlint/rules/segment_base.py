@@ -105,11 +105,19 @@ class SegmentRule(Rule):
             return None
         return reached.function.owner or cls
 
-    def state_changes(self, reached: Reached, node: cst.CSTNode,
-                      scope: Scope) -> tuple[str, list[Change]] | None:
-        """(`what is read`, where it changes) when `node` reads mutable state, else None."""
+    def state_changes(self, reached: Reached, node: cst.CSTNode, scope: Scope,
+                      attr: str | None = None) -> tuple[str, list[Change]] | None:
+        """(`what is read`, where it changes) when `node` reads mutable state, else None.
+
+        `attr`: the name is read as `name.attr`; changes of other attributes do not count.
+        """
         if isinstance(node, cst.Name):
-            return self.global_state(reached, node, scope)
+            state = self.global_state(reached, node, scope)
+            if state is None or attr is None:
+                return state
+            name, changes = state
+            changes = [c for c in changes if c.part is None or c.part == attr]
+            return (f"{name}.{attr}", changes) if changes else None
         if isinstance(node, cst.Attribute):
             attr = node.attr.value
             cls = self.self_class(reached, node.value, scope)

@@ -23,7 +23,7 @@ class StateDependentBranch(SegmentRule):
             for load in facts.loads:
                 if not load.in_condition:
                     continue
-                state = self.state_changes(reached, load.node, load.scope)
+                state = self.state_changes(reached, load.node, load.scope, load.attr)
                 if state is None:
                     continue
                 name, changes = state
