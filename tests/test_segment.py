@@ -318,3 +318,59 @@ def test_tensor_inference_levels():
         "isinstance": NONE, "dtype": NONE, "torch_op": STRONG, "isinf": STRONG,
         "item": STRONG, "bool": STRONG, "n": NONE, "finfo": NONE, "grad": NONE,
     }
+
+
+def test_changing_one_attribute_of_a_global_object_concerns_that_attribute_only(tmp_path):
+    write(tmp_path, {"m.py": """
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Settings:
+            hidden = 4
+            lr = 0.1
+
+
+        CFG = Settings()
+
+
+        def on_step(step):
+            CFG.lr = 0.1 / step
+
+
+        def block(x):
+            y = x * CFG.hidden
+            return y + CFG.lr
+
+
+        def forward(x):
+            return checkpoint(block, x, use_reentrant=False)
+    """})
+    findings = run(tmp_path)
+    assert [(f.start.row, f.code) for f in findings] == [(19, "CKP201")]
+    assert "`CFG.lr`" in findings[0].message and "m.py:14" in findings[0].message
+
+
+def test_segment_findings_carry_site_chain_and_target_in_json(tmp_path):
+    write(tmp_path, {"m.py": """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        def inner(x):
+            print(x.shape)
+            return x
+
+
+        def outer(x):
+            return inner(x) * 2
+
+
+        def forward(x):
+            return checkpoint(outer, x, use_reentrant=False)
+    """})
+    [finding] = run(tmp_path)
+    data = finding.to_json()
+    assert data["code"] == "CKP401" and data["location"]["row"] == 7
+    assert data["site"]["row"] == 16
+    assert data["chain"] == ["m.outer", "m.inner"]
+    assert data["target"]["qualname"] == "outer"
