@@ -63,26 +63,32 @@ class DeviceMoveInSegment(SegmentRule):
                 return "cuda"
             elif method == "to":
                 device = keyword(call, "device")
+                named = device is not None
                 if device is None:
                     positional = [a.value for a in call.args if a.keyword is None and not a.star]
                     device = positional[0] if positional else None
-                if device is not None and self.is_foreign_device(device, scope):
+                if device is not None and self.is_foreign_device(device, scope, named=named):
                     return device
                 return None
             elif method.startswith("new_"):
                 device = keyword(call, "device")
-                if device is not None and self.is_foreign_device(device, scope):
+                if device is not None and self.is_foreign_device(device, scope, named=True):
                     return device
                 return None
         names = import_qualnames(func, scope)
         if any(n.startswith("torch.") and n.count(".") == 1 and n[6:7].islower() for n in names):
             device = keyword(call, "device")
-            if device is not None and self.is_foreign_device(device, scope):
+            if device is not None and self.is_foreign_device(device, scope, named=True):
                 return device
         return None
 
-    def is_foreign_device(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
-        """A device other than the CPU and not taken from a tensor (`x.device` is fine)."""
+    def is_foreign_device(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
+                          named: bool = False) -> bool:
+        """A device other than the CPU and not taken from a tensor (`x.device` is fine).
+
+        `named`: passed as `device=...`, so any variable there is a device (elsewhere, only
+        device-named variables are: `.to(other)` takes the dtype and device of a tensor).
+        """
         if depth > 4:
             return False
         if isinstance(expr, cst.SimpleString):
@@ -99,20 +105,25 @@ class DeviceMoveInSegment(SegmentRule):
             attr = expr.attr.value
             return "device" in attr and attr != "device" and not attr.startswith("_")
         if isinstance(expr, cst.Name):
-            if "device" not in expr.value:
+            if "device" not in expr.value.lower() and not named:
                 return False
             bindings = scope.lookup(expr.value)
             if not bindings:
                 return False
             for binding in bindings:
-                if binding.kind == "param" and getattr(self, "callee", False):
-                    return False  # a helper's `device` parameter: the caller's choice (x.device)
-                if binding.kind in ("assign", "walrus") and binding.value is not None:
-                    if not self.is_foreign_device(binding.value, binding.scope, depth + 1):
+                if binding.kind == "param":
+                    if getattr(self, "callee", False):
+                        return False  # a helper's `device` parameter: the caller's choice
+                elif binding.kind in ("assign", "walrus") and binding.value is not None:
+                    if not self.is_foreign_device(binding.value, binding.scope, depth + 1,
+                                                  named=True):
                         return False
-                elif binding.kind == "import":
-                    return False
+                else:
+                    return False  # imports, loop variables, ...: unknown
             return True
+        if isinstance(expr, cst.IfExp):
+            return (self.is_foreign_device(expr.body, scope, depth + 1, named)
+                    or self.is_foreign_device(expr.orelse, scope, depth + 1, named))
         return False
 
 
