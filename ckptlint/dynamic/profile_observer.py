@@ -292,15 +292,14 @@ class ProfileObserver(Observer):
         self.grad_check = bool(options.get("grad_check"))
         self.measure_peak = bool(options.get("measure_peak"))
         self.grad_calls = int(options.get("grad_check_calls", GRAD_CHECK_CALLS))
-        self.pid = os.getpid()
         self.checked: dict[Any, int] = {}
         self.peaked: set = set()
         self.pending: list = []       # (cuda event | None, callback), resolved in order
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         atexit.register(self.flush)
 
     def emit(self, event: dict[str, Any]) -> None:
-        event.setdefault("pid", self.pid)
+        event.setdefault("pid", os.getpid())   # not cached: forked workers inherit us
         line = json.dumps(event, default=str) + "\n"
         os.write(self.fd, line.encode("utf-8", "replace"))
 
@@ -311,25 +310,25 @@ class ProfileObserver(Observer):
         self._drain(block=False)
 
     def _drain(self, block: bool) -> None:
-        while True:
-            with self.lock:
-                if not self.pending:
-                    return
+        # One drainer at a time (the lock is reentrant for appends from callbacks), so that
+        # the callbacks run in pass order even when the replay ends on autograd's device thread.
+        with self.lock:
+            while self.pending:
                 event, callback = self.pending[0]
-                if event is not None and not block:
-                    try:
-                        if not event.query():
+                try:
+                    if event is not None:
+                        if block:
+                            event.synchronize()
+                        elif not event.query():
                             return
-                    except Exception:
-                        pass
+                except Exception:
+                    pass
                 self.pending.pop(0)
-            try:
-                if event is not None and block:
-                    event.synchronize()
-                callback()
-            except Exception as exc:
-                print(f"ckptlint profile: could not read a CUDA measurement: {exc!r}",
-                      file=sys.stderr)
+                try:
+                    callback()
+                except Exception as exc:
+                    print(f"ckptlint profile: could not read a CUDA measurement: {exc!r}",
+                          file=sys.stderr)
 
     def flush(self) -> None:
         self._drain(block=True)

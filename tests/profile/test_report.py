@@ -103,3 +103,29 @@ def test_text_table_has_totals_and_reasons(tmp_path):
 def test_plot_message_names_the_install_command():
     message = plot_install_message()
     assert "-m pip install matplotlib" in message and "--plot" in message
+
+
+def test_cuda_path_defers_results_in_order(tmp_path):
+    """CUDA timing and checksums resolved after the fact (a fake torch.cuda.Event on CPU)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pytest
+    pytest.importorskip("torch")
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "events.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, str(Path(__file__).parent / "scripts" / "fake_cuda.py"),
+                           str(out)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "PENDING 0" in proc.stdout.splitlines()[-1]
+    assert int(proc.stdout.splitlines()[0].split()[1]) > 0      # something was deferred
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    passes = [e for e in events if e["ev"] == "pass"]
+    assert len(passes) == 12 and all(e["timer"] == "cuda" for e in passes)
+    calls = {e["id"]: i % 2 for i, e in enumerate(e for e in events if e["ev"] == "call")}
+    replays = [e for e in passes if e["phase"] == "replay"]
+    assert [e["match"] for e in replays if calls[e["call"]] == 0] == [True] * 3
+    assert [e["match"] for e in replays if calls[e["call"]] == 1] == [False] * 3
