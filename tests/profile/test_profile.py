@@ -153,8 +153,9 @@ def test_big_segment_is_kept_and_trivial_one_dropped(runs):
     assert (ff["recommendation"], ff["code"]) == ("keep", None)
     assert (squash["recommendation"], squash["code"]) == ("drop", "CKP502")
     assert "below profile-min-bytes-freed (1.0 MiB)" in squash["reason"]
-    assert ff["forward_seconds_per_call"] > 0 and ff["recompute_seconds_per_call"] > 0
-    assert ff["recompute_seconds_per_call"] > squash["recompute_seconds_per_call"]
+    # timings are wall-clock medians on a shared machine: only their presence is checked
+    for record in (ff, squash):
+        assert record["forward_seconds_per_call"] > 0 and record["recompute_seconds_per_call"] > 0
 
 
 def test_json_contract(runs):
@@ -187,7 +188,8 @@ def test_grad_check_clean_is_zero_and_unpreserved_dropout_differs(runs, expected
 
 
 def test_profiling_does_not_change_the_program(runs):
-    """The extra runs of --grad-check fork every RNG: the loss is the one of a plain run."""
+    """The extra runs of --grad-check fork every RNG and put back the list the feed-forward
+    appends its auxiliary loss to: the loss is the one of a plain run."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "loss")
         env = dict(_env(), CKPT_TEST_OUT=out)

@@ -22,9 +22,13 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(DIM, HIDDEN)
         self.down = nn.Linear(HIDDEN, DIM)
+        self.aux = []
 
     def forward(self, x):
-        return self.down(torch.nn.functional.gelu(self.up(x)))
+        h = self.up(x)
+        # a side effect, like an MoE load-balancing loss: --grad-check must put the list back
+        self.aux.append(h.pow(2).mean())
+        return self.down(torch.nn.functional.gelu(h))
 
 
 class Noisy(nn.Module):
@@ -79,7 +83,8 @@ def main():
     times = []
     for step in range(steps):
         t0 = time.process_time()
-        loss = model(batch()).pow(2).mean()
+        model.ff.aux.clear()
+        loss = model(batch()).pow(2).mean() + 1e-3 * sum(model.ff.aux)
         opt.zero_grad()
         loss.backward()
         opt.step()
