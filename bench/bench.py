@@ -119,8 +119,9 @@ def tree_size(tree: Path) -> tuple[int, int]:
     return files, lines
 
 
-def ckptlint_stats(command: list[str], tree: Path, cwd: Path, env: dict[str, str]) -> dict:
-    out = subprocess.run([*command, "check", "--no-cache", str(tree)], cwd=cwd,
+def ckptlint_stats(command: list[str], arguments: list[str], cwd: Path,
+                   env: dict[str, str]) -> dict:
+    out = subprocess.run([*command, "check", *arguments], cwd=cwd,
                          env={**os.environ, **env, "CKPTLINT_STATS": "1"},
                          capture_output=True, text=True)
     for line in reversed(out.stderr.splitlines()):
@@ -153,8 +154,12 @@ def main() -> None:
         "torchfix", args.torchfix, [REPO / "bench" / ".torchfix-venv" / "bin" / "torchfix"])
     if ckptlint is None or ruff is None:
         raise SystemExit("ckptlint and ruff must be installed (pip install -e . ruff)")
-    ckptlint_command = [ckptlint]
     work = Path(tempfile.mkdtemp(prefix="ckptlint-bench-"))
+    # An empty configuration of its own: the tree's surroundings (this repository's
+    # pyproject.toml, when torch is installed in its .venv) must not change the measure.
+    (work / "ckptlint.toml").write_text("")
+    ckptlint_command = [ckptlint]
+    config_option = ["--config", str(work / "ckptlint.toml")]
     cache = work / "cache"
     (work / "clean.py").write_text(CLEAN_FILE)
     (work / "site.py").write_text(SITE_FILE)
@@ -163,8 +168,8 @@ def main() -> None:
     load_before = os.getloadavg()
 
     cold = [
-        Measure("ckptlint --no-cache", [*ckptlint_command, "check", "--no-cache", str(tree)],
-                env=no_cache_env),
+        Measure("ckptlint --no-cache", [*ckptlint_command, "check", *config_option, "--no-cache",
+                                        str(tree)], env=no_cache_env),
         Measure("ruff check --no-cache", [ruff, "check", "--no-cache", "--isolated",
                                           "--exit-zero", "--quiet", str(tree)]),
     ]
@@ -179,16 +184,19 @@ def main() -> None:
         for _ in range(args.torchfix_runs):
             torchfix_measure.run(work)
 
-    warm = Measure("ckptlint (warm cache)", [*ckptlint_command, "check", str(tree)],
+    warm = Measure("ckptlint (warm cache)", [*ckptlint_command, "check", *config_option,
+                                             str(tree)],
                    env={"CKPTLINT_CACHE_DIR": str(cache)})
     warm.run(work)  # prime
     warm.samples.clear()
     small = [
         Measure("ckptlint --version", [*ckptlint_command, "--version"], ok_codes=(0,)),
         Measure("ckptlint check clean.py (no checkpoint call)",
-                [*ckptlint_command, "check", "--no-cache", "clean.py"], env=no_cache_env),
+                [*ckptlint_command, "check", *config_option, "--no-cache", "clean.py"],
+                env=no_cache_env),
         Measure("ckptlint check site.py (one checkpoint call)",
-                [*ckptlint_command, "check", "--no-cache", "site.py"], env=no_cache_env),
+                [*ckptlint_command, "check", *config_option, "--no-cache", "site.py"],
+                env=no_cache_env),
     ]
     for _ in range(args.runs):
         warm.run(work)
@@ -196,7 +204,8 @@ def main() -> None:
         for measure in small:
             measure.run(work)
     load_after = os.getloadavg()
-    stats = ckptlint_stats(ckptlint_command, tree, work, no_cache_env)
+    stats = ckptlint_stats([*ckptlint_command], [*config_option, "--no-cache", str(tree)],
+                           work, no_cache_env)
     report = render(tree, files, lines, cold, torchfix_measure, warm, small, stats, args,
                     load_before, load_after)
     print(report)

@@ -221,24 +221,34 @@ class Cache:
 def project_signature(roots: list[Path]) -> str:
     """What `ckptlint.bindings` scans, summarised: walked the same way, capped the same way."""
     summary = hashlib.blake2b(digest_size=16)
-    files = 0
+    count = 0
     for root in roots:
-        for folder, dirs, names in os.walk(root):
-            dirs[:] = sorted(d for d in dirs
-                             if d not in PROJECT_SKIPPED_DIRS and not d.startswith("."))
-            for name in sorted(names):
-                if not name.endswith(".py"):
-                    continue
-                path = os.path.join(folder, name)
+        stack = [str(root)]
+        while stack:  # depth first, sorted: the order of os.walk in bindings
+            folder = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            except OSError:
+                continue
+            folders = []
+            for entry in entries:
+                name = entry.name
                 try:
-                    info = os.stat(path)
+                    if entry.is_dir():
+                        if name not in PROJECT_SKIPPED_DIRS and not name.startswith("."):
+                            folders.append(entry.path)
+                        continue
+                    if not name.endswith(".py"):
+                        continue
+                    info = entry.stat()
                 except OSError:
                     continue
-                files += 1
-                summary.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode(
+                count += 1
+                summary.update(f"{entry.path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode(
                     "utf-8", "surrogateescape"))
-            if files > MAX_PROJECT_FILES:
+            if count > MAX_PROJECT_FILES:
                 break
+            stack.extend(reversed(folders))
     return summary.hexdigest()
 
 

@@ -296,45 +296,74 @@ def has_word(text: str, name: str) -> bool:
 
 
 def has_reference(text: str, name: str) -> bool:
-    """`name` after a dot, or where an import binds it (after `import`, `,` or `(`)."""
-    return _occurrences(text, name, _after_import_or_dot)
-
-
-def _after_import_or_dot(before: str) -> bool:
-    return before in ".,(" or before == "import"
-
-
-def _occurrences(text: str, name: str, accept) -> bool:
-    """Does `name` occur as a whole word whose preceding token `accept`s?
-
-    The preceding token is what stands before it once spaces, line continuations and line
-    breaks are skipped: one character, or `import`. A comment on a line crossed counts as a
-    yes (the token before a comment cannot be told cheaply).
-    """
+    """`name` after a dot (module path, attribute), or in the names an import statement binds."""
     size = len(name)
     position = text.find(name)
     while position >= 0:
         after = position + size
-        whole = not (after < len(text) and _WORD.match(text, after)) and not (
-            position > 0 and _WORD.match(text, position - 1))
-        if whole:
-            before = position - 1
-            crossed_line = False
-            while before >= 0 and text[before] in _SPACE:
-                crossed_line = crossed_line or text[before] in "\r\n"
-                before -= 1
-            if before < 0:
-                if accept(""):
-                    return True
-            elif accept(text[before]) or (
-                    text.endswith("import", 0, before + 1)
-                    and not (before >= 6 and _WORD.match(text, before - 6))
-                    and accept("import")):
+        if not (after < len(text) and _WORD.match(text, after)) and not (
+                position > 0 and _WORD.match(text, position - 1)):
+            if _after_dot(text, position) or _in_import_list(text, position):
                 return True
-            elif crossed_line:
-                line_start = max(text.rfind("\n", 0, before + 1),
-                                 text.rfind("\r", 0, before + 1))
-                if "#" in text[line_start + 1:before + 1]:
-                    return True
         position = text.find(name, position + 1)
     return False
+
+
+def has_word(text: str, name: str) -> bool:
+    size = len(name)
+    position = text.find(name)
+    while position >= 0:
+        after = position + size
+        if not (after < len(text) and _WORD.match(text, after)) and not (
+                position > 0 and _WORD.match(text, position - 1)):
+            return True
+        position = text.find(name, position + 1)
+    return False
+
+
+def _after_dot(text: str, position: int) -> bool:
+    """Is the token before `position` a dot? (Spaces, continuations and line breaks skipped;
+    a comment on a line crossed counts as a yes: what precedes it cannot be told cheaply.)"""
+    before = position - 1
+    crossed_line = False
+    while before >= 0 and text[before] in _SPACE:
+        crossed_line = crossed_line or text[before] in "\r\n"
+        before -= 1
+    if before >= 0 and text[before] == ".":
+        return True
+    return crossed_line and _comment_on_line(text, before)
+
+
+_IMPORT_LIST = frozenset(" \t\f\\,()")
+
+
+def _in_import_list(text: str, position: int) -> bool:
+    """Could `position` be in the names of `import a, b` / `from m import (a as b, c)`?
+
+    Between `import` and a name it binds stand only names, `as`, commas, parentheses,
+    spaces, continuations, line breaks and comments. Walk back over those: the name may be
+    bound by an import only if the word `import` is among them (a comment on a line crossed
+    counts as a yes).
+    """
+    start = position
+    index = position - 1
+    while index >= 0:
+        char = text[index]
+        if char in _IMPORT_LIST or char.isalnum() or char == "_":
+            index -= 1
+        elif char in "\r\n":
+            if _comment_on_line(text, index - 1):
+                return True
+            index -= 1
+        else:
+            break
+    region = text[index + 1:start]
+    return "import" in region and re.search(r"(?<!\w)import(?!\w)", region) is not None
+
+
+def _comment_on_line(text: str, index: int) -> bool:
+    """Does the line holding `index` contain `#`?"""
+    if index < 0:
+        return False
+    line_start = max(text.rfind("\n", 0, index + 1), text.rfind("\r", 0, index + 1))
+    return "#" in text[line_start + 1:index + 1]

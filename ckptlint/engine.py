@@ -242,6 +242,21 @@ class Analysis:
             result.findings.extend(rule.check_sites(sites))
 
 
+def preload_analysis() -> None:
+    """Import what `Analysis` needs (libcst, resolver, every rule) in this process.
+
+    Called before worker processes are forked: they then start with it all imported,
+    instead of each paying the imports (about 0.2 s) again.
+    """
+    from ckptlint.rules import RULE_CLASSES
+
+    for module in ("ckptlint.source", "ckptlint.sites", "ckptlint.resolve",
+                   "ckptlint.rules.base"):
+        importlib.import_module(module)
+    for path in RULE_CLASSES:
+        load_class(path)
+
+
 def load_class(path: str):
     module_name, class_name = path.split(":")
     return getattr(importlib.import_module(module_name), class_name)
@@ -282,6 +297,13 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
         file_results.insert(0, stdin_result)
     result = finish(file_results, config, ignore_noqa, sources=run.sources)
     run.stats["seconds"] = round(time.perf_counter() - started, 3)
+    if os.environ.get(STATS_ENV):
+        import resource
+
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run.stats["cpu_main"] = round(own.ru_utime + own.ru_stime, 3)
+        run.stats["cpu_workers"] = round(workers.ru_utime + workers.ru_stime, 3)
     result.stats = run.stats
     if os.environ.get(STATS_ENV):
         print(json.dumps(run.stats), file=sys.stderr)
@@ -373,6 +395,11 @@ class Run:
         if self.jobs > 1 and len(self.targets) >= self.POOL_MIN_FILES:
             if self.pool is None:
                 from ckptlint.pool import CandidatePool
+
+                try:
+                    preload_analysis()
+                except Exception:  # noqa: BLE001 - each worker will report it per file
+                    pass
 
                 self.pool = CandidatePool(self.config, self.linter.project.roots,
                                           min(self.jobs, len(self.targets)), len(self.targets))
