@@ -177,8 +177,8 @@ class SiteProfile:
             "activation_bytes_freed_per_call": self.bytes_per_call,
             "forward_seconds_per_call": _round(self.forward_seconds),
             "recompute_seconds_per_call": _round(self.recompute_seconds),
-            "grad_max_abs_diff": None if diff is None else (diff if math.isfinite(diff)
-                                                              else float("inf")),
+            # not finite (the checkpointed run raised, or NaN): null, and the reason says why
+            "grad_max_abs_diff": diff if diff is not None and math.isfinite(diff) else None,
             "peak_bytes_saved": self.peak,
             "recommendation": recommendation, "code": code, "reason": reason,
         }
