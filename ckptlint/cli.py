@@ -103,13 +103,18 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
         config = load_config(start, config_file)
         config = with_cli(config, select=split_codes(select), extend_select=split_codes(extend_select),
                           ignore=split_codes(ignore), extend_exclude=list(extend_exclude))
-        stdin_text = sys.stdin.read() if reading_stdin else None
-        result = lint(path_list, config, force_exclude=force_exclude, stdin_text=stdin_text,
+        # Bytes, decoded as a file would be (coding line, BOM); undecodable input is CKP999.
+        stdin_bytes = sys.stdin.buffer.read() if reading_stdin else None
+        result = lint(path_list, config, force_exclude=force_exclude, stdin_text=stdin_bytes,
                       stdin_filename=stdin_filename, ignore_noqa=ignore_noqa, jobs=jobs,
                       use_cache=not no_cache)
+        stdin_text = (result.sources.get(stdin_filename or "-", "")
+                      if stdin_bytes is not None else None)
     except ConfigError as error:
         click.echo(f"ckptlint: error: {error}", err=True)
         sys.exit(2)
+    except Exception as error:  # noqa: BLE001 - never a traceback
+        internal_error(error)
     from ckptlint.check_run import CheckOptions, run_check
 
     if integration["add_noqa"] and (integration["fix"] or integration["diff"]):
@@ -123,3 +128,14 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
     except ConfigError as error:
         click.echo(f"ckptlint: error: {error}", err=True)
         sys.exit(2)
+    except Exception as error:  # noqa: BLE001 - never a traceback
+        internal_error(error)
+
+
+def internal_error(error: Exception) -> None:
+    """One line and exit 2 instead of a traceback (CKPTLINT_DEBUG=1 shows it)."""
+    if os.environ.get("CKPTLINT_DEBUG"):
+        raise error
+    click.echo(f"ckptlint: internal error: {error.__class__.__name__}: {error} "
+               "(run with CKPTLINT_DEBUG=1 for the traceback, and please report it)", err=True)
+    sys.exit(2)

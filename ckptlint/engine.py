@@ -264,10 +264,11 @@ def load_class(path: str):
 
 # -- whole runs ------------------------------------------------------------------------------
 def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
-         stdin_text: str | None = None, stdin_filename: str | None = None,
+         stdin_text: str | bytes | None = None, stdin_filename: str | None = None,
          ignore_noqa: bool = False, jobs: int | None = None,
          use_cache: bool = False) -> LintResult:
-    """Lint files and folders (`-` reads `stdin_text`, reported as `stdin_filename`).
+    """Lint files and folders (`-` reads `stdin_text`, reported as `stdin_filename`; bytes
+    are decoded as a file's would be).
 
     `jobs`: worker processes for the candidate files (default: the CPU count; 1 runs all in
     this process). `use_cache`: read and write the result cache (the CLI's default).
@@ -278,7 +279,13 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
     stdin_result = None
     if stdin_text is not None:
         display = stdin_filename or "-"
-        stdin_result = linter.lint_file(Path(display), display, stdin_text)
+        if isinstance(stdin_text, bytes):
+            try:
+                stdin_text = decode_source(stdin_text)
+            except SourceError as error:
+                stdin_result = error_result(display, str(error))
+        if stdin_result is None:
+            stdin_result = linter.lint_file(Path(display), display, stdin_text)
         paths = [p for p in paths if p != "-"]
     if paths:
         discovery = discover(paths, config, force_exclude=force_exclude)

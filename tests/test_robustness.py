@@ -286,3 +286,18 @@ def test_real_trees_lint_without_a_traceback(which: str, tmp_path: Path) -> None
     assert result.returncode in (0, 1), result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     json.loads(result.stdout)
+
+
+def test_undecodable_stdin_is_a_ckp999_not_a_traceback(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.cli_helpers import ckptlint_command
+
+    completed = subprocess.run([*ckptlint_command(), "-", "--stdin-filename", "bad.py",
+                                "--format", "json", "--no-cache"], cwd=tmp_path,
+                               input=b"x = 'caf\xe9'\n" + SITE.encode(), capture_output=True,
+                               timeout=120)
+    assert completed.returncode == 1
+    assert b"Traceback" not in completed.stderr
+    items = json.loads(completed.stdout)
+    assert [(i["filename"], i["code"]) for i in items] == [("bad.py", "CKP999")]
