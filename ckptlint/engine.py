@@ -408,8 +408,13 @@ class Run:
                 except Exception:  # noqa: BLE001 - each worker will report it per file
                     pass
 
-                self.pool = CandidatePool(self.config, self.linter.project.roots,
-                                          min(self.jobs, len(self.targets)), len(self.targets))
+                try:
+                    self.pool = CandidatePool(self.config, self.linter.project.roots,
+                                              min(self.jobs, len(self.targets)),
+                                              len(self.targets))
+                except (OSError, ValueError, ImportError):  # no shared memory, no processes
+                    self.jobs = 1
+                    return self.linter.check_candidate(path, display, text)
                 self.stats["pool"] = True
             self.pool.submit(index, path, display, text)
             return None

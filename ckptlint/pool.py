@@ -85,9 +85,7 @@ class CandidatePool:
             self.executor = self._new_executor(self.jobs)
         try:
             self.futures[index] = self.executor.submit(_check, index, str(path), display, text)
-        except BrokenProcessPool:
-            self.broken = True
-        except RuntimeError:  # shut down after breaking
+        except (BrokenProcessPool, RuntimeError, OSError):  # broken, shut down, cannot fork
             self.broken = True
 
     def results(self) -> dict:
@@ -114,7 +112,7 @@ class CandidatePool:
                     try:
                         self.futures[index] = self.executor.submit(_check, index, path,
                                                                    display, text)
-                    except (BrokenProcessPool, RuntimeError):
+                    except (BrokenProcessPool, RuntimeError, OSError):
                         break
         finally:
             self._shutdown()
