@@ -245,7 +245,7 @@ hypothesis = pytest.importorskip("hypothesis")
 hypothesmith = pytest.importorskip("hypothesmith")
 
 
-@hypothesis.settings(max_examples=40, deadline=None, derandomize=True,
+@hypothesis.settings(max_examples=120, deadline=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
 @hypothesis.given(source=hypothesmith.from_grammar())
 def test_generated_programs_through_the_full_pipeline(source: str) -> None:
@@ -257,7 +257,7 @@ def test_generated_programs_through_the_full_pipeline(source: str) -> None:
             assert finding.start.row >= 1 and finding.start.column >= 1
 
 
-@hypothesis.settings(max_examples=25, deadline=None, derandomize=True,
+@hypothesis.settings(max_examples=60, deadline=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
 @hypothesis.given(source=hypothesmith.from_node())
 def test_generated_valid_modules_through_the_full_pipeline(source: str) -> None:
@@ -281,11 +281,14 @@ def test_real_trees_lint_without_a_traceback(which: str, tmp_path: Path) -> None
         folder = Path(torch_spec.origin).parent
     else:
         folder = stdlib_folder()
-    result = run(tmp_path, str(folder), "--no-cache", "--extend-exclude", "site-packages",
-                 "--format", "json")
+    extra = ["--extend-exclude", "site-packages"] if which == "stdlib" else []
+    result = run(tmp_path, str(folder), "--no-cache", *extra, "--format", "json",
+                 env={"CKPTLINT_STATS": "1"})
     assert result.returncode in (0, 1), result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     json.loads(result.stdout)
+    stats = json.loads(result.stderr.strip().splitlines()[-1])
+    assert stats["files"] > 1000, stats
 
 
 def test_undecodable_stdin_is_a_ckp999_not_a_traceback(tmp_path: Path) -> None:
