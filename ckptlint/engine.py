@@ -278,14 +278,6 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
     targets: list[tuple[Path, str]] = []
     stdin_result = None
     if stdin_text is not None:
-        display = stdin_filename or "-"
-        if isinstance(stdin_text, bytes):
-            try:
-                stdin_text = decode_source(stdin_text)
-            except SourceError as error:
-                stdin_result = error_result(display, str(error))
-        if stdin_result is None:
-            stdin_result = linter.lint_file(Path(display), display, stdin_text)
         paths = [p for p in paths if p != "-"]
     if paths:
         discovery = discover(paths, config, force_exclude=force_exclude)
@@ -298,6 +290,15 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
                 except (OSError, RuntimeError):  # a symlink loop: reported when read
                     pass
             targets.append((path, str(path)))
+    if stdin_text is not None:  # linted here, in this process, once the roots are known
+        display = stdin_filename or "-"
+        if isinstance(stdin_text, bytes):
+            try:
+                stdin_text = decode_source(stdin_text)
+            except SourceError as error:
+                stdin_result = error_result(display, str(error))
+        if stdin_result is None:
+            stdin_result = linter.lint_file(Path(display), display, stdin_text)
     run = Run(linter, targets, jobs=jobs, use_cache=use_cache)
     file_results = run.execute()
     if stdin_result is not None:
