@@ -29,19 +29,19 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
 
-    encoder = AudioEncoder()
+    encoder = AudioEncoder(n_mels=16, dim=64)
     decoder = Decoder()
-    projection = stem(32)
+    projection = stem(64)
     parameters = [*encoder.parameters(), *decoder.parameters(), *projection.parameters()]
     optimizer = torch.optim.AdamW(parameters, lr=1e-3)
 
     for step in range(args.steps):
-        features = torch.randn(4, 32, 16, requires_grad=True)
+        features = torch.randn(4, 256, 16, requires_grad=True)
         tokens = torch.randint(0, 64, (4, 16))
         decoder.clear_aux_losses()
         encoded = encoder(features)
         encoded = checkpoint_sequential(projection, 2, encoded)
-        logits = decoder(tokens) + encoded.mean(1, keepdim=True) @ decoder.head.weight.T
+        logits = decoder(tokens) + encoded.mean(1, keepdim=True)[..., :32] @ decoder.head.weight.T
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten())
         loss = loss + 0.01 * decoder.aux_loss()
         set_gain(1.0 - 0.1 * step)  # annealed after the forward pass, before backward
