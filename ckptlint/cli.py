@@ -10,7 +10,7 @@ import click
 
 from ckptlint import __version__
 from ckptlint.config import ConfigError, load_config, with_cli
-from ckptlint.output import FORMATS, OutputContext, render
+from ckptlint.output import FORMATS
 
 # Subcommands whose modules load only when used (`dynamic` needs torch in the child).
 LAZY_COMMANDS = {

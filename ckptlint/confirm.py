@@ -291,10 +291,6 @@ def has_attribute(text: str, name: str) -> bool:
     return False
 
 
-def has_word(text: str, name: str) -> bool:
-    return _occurrences(text, name, lambda before: True)
-
-
 def has_reference(text: str, name: str) -> bool:
     """`name` after a dot (module path, attribute), or in the names an import statement binds."""
     size = len(name)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from dynhelp import PY, SCRIPTS, env_with_root, findings_for, plain_python, run_dynamic
+from dynhelp import PY, SCRIPTS, env_with_root, plain_python, run_dynamic
 
 pytest.importorskip("torch")
 
