@@ -26,6 +26,8 @@ from pathlib import Path
 
 import libcst as cst
 
+from ckptlint.walk import Visitor
+
 from ckptlint.project import Project
 from ckptlint.resolve import ClassInfo, Resolver
 from ckptlint.scopes import Scope
@@ -100,7 +102,7 @@ def function_name(scope: Scope) -> str:
     return scope.qualname() if scope.kind != "module" else ""
 
 
-class ModuleWriteCollector(cst.CSTVisitor):
+class ModuleWriteCollector(Visitor):
     """Runtime changes of one module's own globals, and writes through imported modules."""
 
     def __init__(self, module: SourceModule) -> None:
@@ -146,7 +148,7 @@ class ModuleWriteCollector(cst.CSTVisitor):
         definitions register themselves."""
         if self._decorators is None:
             finder = _DecoratorNames()
-            self.module.tree.visit(finder)
+            finder.walk(self.module.tree)
             self._decorators = finder.names
         return any(scope.name in self._decorators for scope in self.enclosing_functions())
 
@@ -273,7 +275,7 @@ class ModuleWriteCollector(cst.CSTVisitor):
                         Change(self.module, node, "rebound", function_name(self.scope)))
 
 
-class ClassWriteCollector(cst.CSTVisitor):
+class ClassWriteCollector(Visitor):
     """`self.X` assignments and in-place mutations in one method (closures included)."""
 
     def __init__(self, module: SourceModule, self_name: str, where: str) -> None:
@@ -354,7 +356,7 @@ class BindingModel:
         key = id(module)
         if key not in self._modules:
             collector = ModuleWriteCollector(module)
-            module.tree.visit(collector)
+            collector.walk(module.tree)
             self._modules[key] = collector
         return self._modules[key]
 
@@ -495,7 +497,7 @@ class BindingModel:
             collector = ClassWriteCollector(cls.module, params[0].name.value,
                                             f"{cls.qualname}.{name}")
             collector.memo = memo_containers(method)
-            method.body.visit(collector)
+            collector.walk(method.body)
             for attr, changes in collector.found.items():
                 found.setdefault(attr, []).extend(changes)
         if cls.scope.parent is not None and cls.scope.parent.kind == "module":
@@ -539,7 +541,7 @@ def is_static(method: cst.FunctionDef) -> bool:
     return False
 
 
-class _DecoratorNames(cst.CSTVisitor):
+class _DecoratorNames(Visitor):
     """Names of the functions this module uses as decorators (`@name`, `@name(...)`)."""
 
     def __init__(self) -> None:
@@ -555,7 +557,7 @@ class _DecoratorNames(cst.CSTVisitor):
             self.names.add(expr.attr.value)
 
 
-class _Calls(cst.CSTVisitor):
+class _Calls(Visitor):
     def __init__(self) -> None:
         self.calls: list[cst.Call] = []
 
@@ -565,5 +567,5 @@ class _Calls(cst.CSTVisitor):
 
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     collector = _Calls()
-    node.visit(collector)
+    collector.walk(node)
     return collector.calls

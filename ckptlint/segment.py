@@ -23,6 +23,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from ckptlint.walk import Visitor
+
 from ckptlint.resolve import ClassInfo, FunctionValue, Resolver
 from ckptlint.scopes import Scope
 
@@ -56,7 +58,7 @@ def compact(node: cst.CSTNode) -> str:
     return "".join(cst.Module([]).code_for_node(node).split())
 
 
-class _MemoFinder(cst.CSTVisitor):
+class _MemoFinder(Visitor):
     def __init__(self) -> None:
         self.found: set[str] = set()
 
@@ -78,7 +80,7 @@ def memo_containers(function_node: cst.CSTNode) -> frozenset[str]:
     computes the same value, so they are neither a change of state nor a side effect.
     """
     finder = _MemoFinder()
-    function_node.visit(finder)
+    finder.walk(function_node)
     return frozenset(finder.found)
 
 
@@ -408,7 +410,7 @@ def is_run_once_guard(node: cst.If) -> bool:
         return False
     container = compact(test.comparisons[0].comparator)
 
-    class Records(cst.CSTVisitor):
+    class Records(Visitor):
         found = False
 
         def visit_Call(self, call: cst.Call) -> None:
@@ -423,11 +425,11 @@ def is_run_once_guard(node: cst.If) -> bool:
                 self.found = True
 
     records = Records()
-    node.body.visit(records)
+    records.walk(node.body)
     return records.found
 
 
-class FactCollector(cst.CSTVisitor):
+class FactCollector(Visitor):
     """One pass over a function body (nested defs and classes excluded, lambdas included)."""
 
     def __init__(self, function: FunctionValue) -> None:
@@ -445,7 +447,7 @@ class FactCollector(cst.CSTVisitor):
 
     def run(self) -> None:
         node = self.function.node
-        node.body.visit(self)
+        self.walk(node.body)
 
     @property
     def scope(self) -> Scope:
@@ -610,16 +612,16 @@ class FactCollector(cst.CSTVisitor):
         if isinstance(node.value, cst.Name):
             self._attribute_of[id(node.value)] = node.attr.value
         # The attribute name itself is not a read of a variable.
-        node.value.visit(self)
+        self.walk(node.value)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)  # keyword names are not reads
+        self.walk(node.value)  # keyword names are not reads
         return False
 
     def visit_Param(self, node: cst.Param) -> bool:
         if node.default is not None:
-            node.default.visit(self)
+            self.walk(node.default)
         return False
 
     def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:

@@ -44,20 +44,32 @@ def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 class Visitor:
-    """Read-only visitor with libcst's method naming, several times faster than CSTVisitor."""
+    """Read-only visitor with libcst's method naming, several times faster than CSTVisitor.
 
-    _dispatch: dict[type, tuple[Callable | None, Callable | None]]
+    Attribute hooks work as in libcst: `visit_If_test(node)` / `leave_If_test(node)` run
+    around the walk of that field.
+    """
+
+    _dispatch: dict[type, tuple[Callable | None, Callable | None, tuple | None]]
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
         cls._dispatch = {}
 
-    def handlers(self, node_type: type) -> tuple[Callable | None, Callable | None]:
+    def handlers(self, node_type: type) -> tuple[Callable | None, Callable | None, tuple | None]:
+        """(visit, leave, field hooks or None) for a node class, looked up once."""
         found = self._dispatch.get(node_type)
         if found is None:
+            cls = type(self)
             name = node_type.__name__
-            found = (getattr(type(self), f"visit_{name}", None),
-                     getattr(type(self), f"leave_{name}", None))
+            hooks = tuple(
+                (field, getattr(cls, f"visit_{name}_{field}", None),
+                 getattr(cls, f"leave_{name}_{field}", None))
+                for field in child_fields(node_type))
+            if not any(before or after for _, before, after in hooks):
+                hooks = None
+            found = (getattr(cls, f"visit_{name}", None), getattr(cls, f"leave_{name}", None),
+                     hooks)
             self._dispatch[node_type] = found
         return found
 
@@ -72,10 +84,21 @@ class Visitor:
 
     def walk(self, node: cst.CSTNode) -> None:
         if self.on_visit(node):
-            for child in iter_children(node):
-                self.walk(child)
+            hooks = self.handlers(type(node))[2]
+            if hooks is None:
+                for child in iter_children(node):
+                    self.walk(child)
+            else:
+                for field, before, after in hooks:
+                    if before is not None:
+                        before(self, node)
+                    value = getattr(node, field)
+                    if isinstance(value, cst.CSTNode):
+                        self.walk(value)
+                    elif isinstance(value, (tuple, list)):
+                        for item in value:
+                            if isinstance(item, cst.CSTNode):
+                                self.walk(item)
+                    if after is not None:
+                        after(self, node)
         self.on_leave(node)
-
-    def walk_children(self, node: cst.CSTNode) -> None:
-        for child in iter_children(node):
-            self.walk(child)

@@ -7,6 +7,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from ckptlint.walk import Visitor
+
 from ckptlint.bindings import describe_changes
 from ckptlint.findings import Finding
 from ckptlint.rules.segment_base import SegmentRule, snippet
@@ -52,13 +54,13 @@ class StateDependentBranch(SegmentRule):
 def grad_enabled_calls(expr: cst.BaseExpression, scope) -> list[cst.Call]:
     found: list[cst.Call] = []
 
-    class Finder(cst.CSTVisitor):
+    class Finder(Visitor):
         def visit_Call(self, node: cst.Call) -> None:
             if not node.args and any(n.startswith("torch") and n.endswith(".is_grad_enabled")
                                      for n in import_qualnames(node.func, scope)):
                 found.append(node)
 
-    expr.visit(Finder())
+    Finder().walk(expr)
     return found
 
 
