@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from ckptlint import apis
+from ckptlint.modnames import resolve_relative
 
 HF_IMPORT_HEADS = ("transformers", "peft", "trl")  # as sites.py's `imports_transformers`
 
@@ -226,18 +227,6 @@ def iter_statements(tree: ast.AST) -> Iterator[ast.AST]:
                 stack.extend(value)
 
 
-def resolve_relative(module_name: str, is_package: bool, level: int, target: str | None) -> str:
-    """As `ckptlint.scopes.resolve_relative` (kept libcst-free here; a test compares them)."""
-    parts = module_name.split(".") if module_name else []
-    if not is_package:
-        parts = parts[:-1]
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
-    if target:
-        parts.append(target)
-    return ".".join(parts)
-
-
 def import_bindings(node: ast.Import | ast.ImportFrom, module_name: str,
                     is_package: bool) -> Iterator[tuple[str, str]]:
     """(local name, qualified name) for each name the import binds (as scopes.py binds)."""
@@ -265,56 +254,35 @@ _RELATIVE_IMPORT = re.compile(r"\bfrom[ \t\f\\\r\n]*\.")
 _SPACE = " \t\f\r\n\\"
 
 
+def whole_words(text: str, name: str) -> Iterator[int]:
+    """Positions where `name` stands as a whole word."""
+    size = len(name)
+    position = text.find(name)
+    while position >= 0:
+        after = position + size
+        if not (after < len(text) and _WORD.match(text, after)) and not (
+                position > 0 and _WORD.match(text, position - 1)):
+            yield position
+        position = text.find(name, position + 1)
+
+
+def has_word(text: str, name: str) -> bool:
+    return next(whole_words(text, name), None) is not None
+
+
 def has_attribute(text: str, name: str) -> bool:
     """True when `.name` (an attribute access, possibly spread over lines) may appear.
 
     Between the dot and the name Python allows spaces, line continuations and, inside
     brackets, newlines and comments; a comment on a line crossed is taken as a yes.
     """
-    size = len(name)
-    position = text.find(name)
-    while position >= 0:
-        after = position + size
-        if not (after < len(text) and _WORD.match(text, after)):
-            before = position - 1
-            crossed_line = False
-            while before >= 0 and text[before] in _SPACE:
-                crossed_line = crossed_line or text[before] in "\r\n"
-                before -= 1
-            if before >= 0 and text[before] == ".":
-                return True
-            if crossed_line:
-                line_start = max(text.rfind("\n", 0, before + 1), text.rfind("\r", 0, before + 1))
-                if "#" in text[line_start + 1:before + 1]:
-                    return True
-        position = text.find(name, position + 1)
-    return False
+    return any(_after_dot(text, position) for position in whole_words(text, name))
 
 
 def has_reference(text: str, name: str) -> bool:
     """`name` after a dot (module path, attribute), or in the names an import statement binds."""
-    size = len(name)
-    position = text.find(name)
-    while position >= 0:
-        after = position + size
-        if not (after < len(text) and _WORD.match(text, after)) and not (
-                position > 0 and _WORD.match(text, position - 1)):
-            if _after_dot(text, position) or _in_import_list(text, position):
-                return True
-        position = text.find(name, position + 1)
-    return False
-
-
-def has_word(text: str, name: str) -> bool:
-    size = len(name)
-    position = text.find(name)
-    while position >= 0:
-        after = position + size
-        if not (after < len(text) and _WORD.match(text, after)) and not (
-                position > 0 and _WORD.match(text, position - 1)):
-            return True
-        position = text.find(name, position + 1)
-    return False
+    return any(_after_dot(text, position) or _in_import_list(text, position)
+               for position in whole_words(text, name))
 
 
 def _after_dot(text: str, position: int) -> bool:

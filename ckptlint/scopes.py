@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import libcst as cst
 
+from ckptlint.modnames import resolve_relative
 from ckptlint.walk import Visitor
 
 
@@ -109,18 +110,6 @@ def dotted_name(node: cst.BaseExpression | cst.CSTNode) -> str | None:
         head = dotted_name(node.value)
         return f"{head}.{node.attr.value}" if head else None
     return None
-
-
-def resolve_relative(module_name: str, is_package: bool, level: int, target: str | None) -> str:
-    """The absolute dotted name of `from <level dots><target> import ...` in `module_name`."""
-    parts = module_name.split(".") if module_name else []
-    if not is_package:
-        parts = parts[:-1]
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
-    if target:
-        parts.append(target)
-    return ".".join(parts)
 
 
 DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
