@@ -85,7 +85,9 @@ class SiteConfirmer:
                 seen[key] = has_word(text, name) if first else has_reference(text, name)
             return seen[key]
 
-        return any((relative or check(parts[0], True))
+        # A relative import stays inside the file's own top-level package.
+        package = module_name.split(".")[0] if "." in module_name else None
+        return any(((relative and package in (None, parts[0])) or check(parts[0], True))
                    and all(check(part, False) for part in parts[1:])
                    for parts in self.target_parts)
 
