@@ -65,9 +65,10 @@ class SiteConfirmer:
         """A necessary condition read from the text alone (no parse): cheaper, weaker.
 
         For a site through target T = c1.c2...cn, an import binds a prefix of T: in an absolute
-        import c1 is a word of the file (a relative one may stand for c1...ck), and every
-        later component is written either after a dot (module path, attribute access) or as
-        a name an import binds (after `import`, a comma or a parenthesis).
+        import c1 is a word of the file (a relative one may stand for the c1...ck that T shares
+        with the file's own package path), and every later component is written either after
+        a dot (module path, attribute access) or as a name an import binds (after `import`, a
+        comma or a parenthesis).
         """
         if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
             return True
@@ -85,10 +86,23 @@ class SiteConfirmer:
                 seen[key] = has_word(text, name) if first else has_reference(text, name)
             return seen[key]
 
-        # A relative import stays inside the file's own top-level package.
-        package = module_name.split(".")[0] if "." in module_name else None
-        return any(((relative and package in (None, parts[0])) or check(parts[0], True))
-                   and all(check(part, False) for part in parts[1:])
+        module_parts = module_name.split(".")
+
+        def implied(parts: tuple[str, ...]) -> int:
+            """How many leading components a relative import may stand for: those the API
+            shares with this file's own package path (all but the last when unknown)."""
+            if not relative:
+                return 0
+            if len(module_parts) < 2:
+                return len(parts) - 1
+            shared = 0
+            while (shared < len(parts) - 1 and shared < len(module_parts)
+                   and parts[shared] == module_parts[shared]):
+                shared += 1
+            return shared
+
+        return any(all(check(part, index == 0) for index, part in enumerate(parts)
+                       if index >= implied(parts))
                    for parts in self.target_parts)
 
     def may_hold_site(self, tree: ast.Module, text: str, module_name: str,

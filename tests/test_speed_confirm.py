@@ -155,6 +155,21 @@ def test_relative_import_inside_a_package(tmp_path: Path) -> None:
     assert assert_no_false_rejection(linter, path) == 1
 
 
+def test_relative_import_stands_only_for_the_file_s_own_package(tmp_path: Path) -> None:
+    # `from . import x` in torch.distributed.checkpoint cannot bind `xformers` or
+    # `torch.utils`: a mention of `.checkpoint` there is no reason to parse the file.
+    package = tmp_path / "torch" / "distributed" / "checkpoint"
+    package.mkdir(parents=True)
+    for folder in (tmp_path / "torch", tmp_path / "torch" / "distributed", package):
+        (folder / "__init__.py").write_text("")
+    path = package / "planner.py"
+    path.write_text("from . import metadata\nfrom torch.distributed.checkpoint import x\n"
+                    "checkpoint = metadata.checkpoint\n")
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(path)
+    assert not linter.may_hold_site(path, path.read_text())
+
+
 def test_the_api_s_own_module(tmp_path: Path) -> None:
     # Linting torch itself: inside torch/utils/checkpoint.py, `checkpoint` is the API.
     package = tmp_path / "torch" / "utils"
