@@ -248,8 +248,8 @@ def render(tree: Path, files: int, lines: int, cold: list[Measure], torchfix: Me
                f"{platform.python_version()}; load average {load_before[0]:.1f} before, "
                f"{load_after[0]:.1f} after")
     versions = []
-    for name, command in (("ckptlint", [args.ckptlint or "ckptlint", "--version"]),
-                          ("ruff", [args.ruff or "ruff", "--version"])):
+    for name, command in (("ckptlint", [str(ckptlint), "--version"]),
+                          ("ruff", [str(ruff), "--version"])):
         try:
             versions.append(subprocess.run(command, capture_output=True, text=True)
                             .stdout.strip())
