@@ -95,9 +95,8 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
     except ConfigError as error:
         click.echo(f"ckptlint: {error}", err=True)
         ctx.exit(2)
-    from ckptlint.dynamic.profile_report import (SiteKeys, build_report, count_events,
-                                                 load_events)
-    from ckptlint.dynamic.runner import run_watched
+    from ckptlint.dynamic.profile_report import SiteKeys, build_report, load_events
+    from ckptlint.dynamic.runner import count_events, run_watched
 
     keys = SiteKeys(static_sites(list(paths) or ["."], config))
     workdir = tempfile.mkdtemp(prefix="ckptlint-profile-")

@@ -22,24 +22,6 @@ FIX_CODE = "CKP501"
 GRAD_TOLERANCE = "torch.allclose(rtol=1e-5, atol=1e-6)"
 
 
-def count_events(path: str) -> tuple[int, int]:
-    """(calls, sites) seen so far, for progress lines."""
-    calls, sites = 0, set()
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if '"ev": "call"' in line:
-                    calls += 1
-                    try:
-                        site = json.loads(line).get("site")
-                    except ValueError:
-                        continue
-                    sites.add(tuple(site[:2]) if site else None)
-    except OSError:
-        pass
-    return calls, len(sites)
-
-
 def load_events(path: str) -> list[dict[str, Any]]:
     events = []
     try:

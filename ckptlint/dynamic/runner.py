@@ -42,7 +42,8 @@ def _pump(stream, sink, tail: collections.deque | None):
         stream.close()
 
 
-def _count(path: str) -> tuple[int, int]:
+def count_events(path: str) -> tuple[int, int]:
+    """(calls, sites) in an events file so far, for progress lines."""
     calls, sites = 0, set()
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -128,7 +129,7 @@ def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
                 _stop(proc)
                 break
             if progress is not None and now >= next_progress:
-                calls, sites = _count(out_path)
+                calls, sites = count_events(out_path)
                 progress(f"ckptlint: {now - start:.0f} s, {sites} checkpoint sites seen, "
                          f"{calls} calls watched")
                 next_progress = now + progress_every

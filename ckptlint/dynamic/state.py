@@ -10,7 +10,6 @@ module attributes and built-in containers, so watching changes nothing.
 from __future__ import annotations
 
 import ast
-import functools
 import inspect
 import os
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 
 from ckptlint.dynamic.observer import CheckpointCall
+from ckptlint.dynamic.verdicts import code_rows
 
 _MISSING = object()
 
@@ -41,24 +41,6 @@ def parse_expr(expr: str):
             return [node.id] + steps[::-1]
         else:
             return None
-
-
-@functools.lru_cache(maxsize=4096)
-def code_rows(filename: str, first_line: int) -> frozenset[int]:
-    """The first line of a code object and the line of its `def` (after decorators)."""
-    rows = {first_line}
-    try:
-        import linecache
-        for row in range(first_line, first_line + 50):
-            text = linecache.getline(filename, row).lstrip()
-            if not text:
-                continue
-            if text.startswith(("def ", "async def ", "class ")):
-                rows.add(row)
-                break
-    except Exception:
-        pass
-    return frozenset(rows)
 
 
 def _get(obj, step):

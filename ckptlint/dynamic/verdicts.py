@@ -8,6 +8,7 @@ whose site is no known checkpoint site, through the checkpointed function's code
 
 from __future__ import annotations
 
+import functools
 import json
 import linecache
 import os
@@ -31,7 +32,8 @@ def real(filename: str) -> str:
     return os.path.realpath(filename)
 
 
-def code_rows(filename: str, first_line: int) -> set[int]:
+@functools.lru_cache(maxsize=4096)
+def code_rows(filename: str, first_line: int) -> frozenset[int]:
     """The first line of a code object and its `def` line (decorated functions differ)."""
     rows = {first_line}
     for row in range(first_line, first_line + 50):
@@ -41,7 +43,7 @@ def code_rows(filename: str, first_line: int) -> set[int]:
         if text.startswith(("def ", "async def ", "class ")):
             rows.add(row)
             break
-    return rows
+    return frozenset(rows)
 
 
 # --------------------------------------------------------------------------- observations
