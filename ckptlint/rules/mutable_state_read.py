@@ -15,18 +15,8 @@ class MutableStateRead(SegmentRule):
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
-            seen: set[tuple[int, str]] = set()
-            for load in facts.loads:
-                if load.in_condition:
-                    continue  # CKP204 reports reads in branch conditions
-                state = self.state_changes(reached, load.node, load.scope, load.attr)
-                if state is None:
-                    continue
-                name, changes = state
-                row = reached.module.start(load.node).row
-                if (row, name) in seen:
-                    continue
-                seen.add((row, name))
+            for load, name, changes in self.changed_state_reads(reached, facts,
+                                                                in_condition=False):
                 yield self.at(segment, reached, load.node,
                               f"checkpointed code reads `{name}`, which is "
                               f"{describe_changes(changes)}; if it changes between the forward "

@@ -105,6 +105,23 @@ class SegmentRule(Rule):
             return None
         return reached.function.owner or cls
 
+    def changed_state_reads(self, reached: Reached, facts: FunctionFacts, *,
+                            in_condition: bool) -> Iterator[tuple]:
+        """(load, what is read, where it changes) for reads of mutable state, once per row and
+        name: those in branch conditions (CKP204) or the others (CKP201)."""
+        seen: set[tuple[int, str]] = set()
+        for load in facts.loads:
+            if bool(load.in_condition) != in_condition:
+                continue
+            state = self.state_changes(reached, load.node, load.scope, load.attr)
+            if state is None:
+                continue
+            name, changes = state
+            row = reached.module.start(load.node).row
+            if (row, name) not in seen:
+                seen.add((row, name))
+                yield load, name, changes
+
     def state_changes(self, reached: Reached, node: cst.CSTNode, scope: Scope,
                       attr: str | None = None) -> tuple[str, list[Change]] | None:
         """(`what is read`, where it changes) when `node` reads mutable state, else None.
