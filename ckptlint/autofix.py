@@ -19,14 +19,13 @@ from __future__ import annotations
 import codecs
 import difflib
 import io
-import os
 import re
-import tempfile
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ckptlint.atomic import write_atomic
 from ckptlint.findings import Edit, Finding, Fix
 
 MAX_PASSES = 10
@@ -203,26 +202,6 @@ def encode_like(original: bytes, text: str) -> bytes:
     return codecs.BOM_UTF8 + data if bom else data
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` by `data` in one step, keeping its permission bits."""
-    mode = path.stat().st_mode
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".ckptlint-tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, mode & 0o7777)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
 def write_fix(file_fix: FileFix) -> str | None:
     """Write a fixed file; the reason when it was not written."""
     from ckptlint.source import SourceError, decode_source
@@ -232,7 +211,7 @@ def write_fix(file_fix: FileFix) -> str | None:
         original = path.read_bytes()
         if decode_source(original) != file_fix.original:
             return "the file changed while it was being fixed; left unchanged"
-        write_atomic(path, encode_like(original, file_fix.text))
+        write_atomic(path, encode_like(original, file_fix.text), mode=path.stat().st_mode)
     except (OSError, SourceError, UnicodeEncodeError, SyntaxError) as error:
         return f"cannot write: {error}"
     return None

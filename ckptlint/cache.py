@@ -24,11 +24,11 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptlint import __version__
+from ckptlint.atomic import write_atomic
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
@@ -201,19 +201,9 @@ class Cache:
             folder.mkdir(parents=True, exist_ok=True)
             if new_folder:
                 write_markers(folder)
-            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pickle")
-            try:
-                with os.fdopen(handle, "wb") as stream:
-                    pickle.dump({"format": FORMAT, "entries": self.entries,
-                                 "digests": self.digests}, stream,
-                                protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(temporary, self.path)
-            except BaseException:
-                try:
-                    os.unlink(temporary)
-                except OSError:
-                    pass
-                raise
+            write_atomic(self.path, pickle.dumps(
+                {"format": FORMAT, "entries": self.entries, "digests": self.digests},
+                protocol=pickle.HIGHEST_PROTOCOL))
         except Exception:  # noqa: BLE001 - read-only tree, full disk: run without a cache
             pass
 
