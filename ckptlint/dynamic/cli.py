@@ -36,6 +36,15 @@ def torch_available() -> bool:
         return False
 
 
+def require_torch(ctx: click.Context, command: str) -> None:
+    """Exit 2 with a clear message when torch cannot be imported here."""
+    if not torch_available():
+        click.echo(f"ckptlint {command} needs torch, which is not importable here; install it "
+                   "(`pip install 'ckptlint[dynamic]'`) in the environment that runs "
+                   "ckptlint.", err=True)
+        ctx.exit(2)
+
+
 def static_analysis(paths: list[str], config_file: str | None, findings_file: str | None):
     """(findings, sites, CKP501 enabled) from the static engine or a saved JSON run."""
     from ckptlint.findings import Finding
@@ -88,11 +97,7 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
     command = ctx.meta.get("ckptlint.dynamic.command") or []
     if not command:
         raise click.UsageError(f"give the command to run after `--`, e.g. `{USAGE_EXAMPLE}`")
-    if not torch_available():
-        click.echo("ckptlint dynamic needs torch, which is not importable here; install it "
-                   "(`pip install 'ckptlint[dynamic]'`) in the environment that runs "
-                   "ckptlint.", err=True)
-        ctx.exit(2)
+    require_torch(ctx, "dynamic")
     from ckptlint.dynamic.runner import run_watched
     from ckptlint.dynamic.verdicts import build_plan, exit_status, judge_all
 

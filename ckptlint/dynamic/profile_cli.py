@@ -18,7 +18,7 @@ import time
 
 import click
 
-from ckptlint.dynamic.cli import DynamicCommand, torch_available
+from ckptlint.dynamic.cli import DynamicCommand, require_torch
 
 USAGE_EXAMPLE = "ckptlint profile src/ -- python train.py --steps 3"
 OBSERVER = "ckptlint.dynamic.profile_observer:observer"
@@ -83,11 +83,7 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
     if plot_file and not matplotlib_available():
         click.echo(f"ckptlint: {plot_install_message()}", err=True)
         ctx.exit(2)
-    if not torch_available():
-        click.echo("ckptlint profile needs torch, which is not importable here; install it "
-                   "(`pip install 'ckptlint[dynamic]'`) in the environment that runs "
-                   "ckptlint.", err=True)
-        ctx.exit(2)
+    require_torch(ctx, "profile")
     from ckptlint.config import ConfigError, load_config
 
     try:
