@@ -177,21 +177,27 @@ def branches(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [expr]
 
 
+def called_submodule_constructors(resolver: Resolver, call: cst.Call, module, scope: Scope,
+                                  owner: ClassInfo | None) -> list[tuple[str, cst.Call]]:
+    """For `self.<attr>(...)`: how `self.<attr>` is built (see `module_constructors`)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return []
+    cls = resolver.self_class(func.value, module, scope)
+    if cls is None:
+        return []
+    return module_constructors(resolver, owner or cls, func.attr.value)
+
+
 def random_module_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
                        owner: ClassInfo | None) -> str | None:
     """`self.dropout(x)` where `self.dropout` is built as `nn.Dropout(p)` (p not 0)."""
-    func = call.func
-    if not isinstance(func, cst.Attribute):
-        return None
-    cls = resolver.self_class(func.value, module, scope)
-    if cls is None:
-        return None
-    for name, constructor in module_constructors(resolver, owner or cls, func.attr.value):
+    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
         if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
             built = " ".join(cst.Module([]).code_for_node(constructor).split())
             if len(built) > 50:
                 built = short_name(name) + "(...)"
-            return f"`self.{func.attr.value}`, built as `{built}`"
+            return f"`self.{call.func.attr.value}`, built as `{built}`"
     return None
 
 
@@ -204,20 +210,14 @@ NORM_WITH_RUNNING_STATS = frozenset({
 def running_stats_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
                        owner: ClassInfo | None) -> str | None:
     """`self.bn(x)` where `self.bn` is a torch BatchNorm that tracks running statistics."""
-    func = call.func
-    if not isinstance(func, cst.Attribute):
-        return None
-    cls = resolver.self_class(func.value, module, scope)
-    if cls is None:
-        return None
-    for name, constructor in module_constructors(resolver, owner or cls, func.attr.value):
+    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
         if short_name(name) in NORM_WITH_RUNNING_STATS and name.startswith("torch."):
             if is_false(keyword(constructor, "track_running_stats", 4)):
                 continue
             momentum = keyword(constructor, "momentum", 2)
             if literal_number(momentum) == 0.0:
                 continue
-            return f"`self.{func.attr.value}` (`{short_name(name)}`)"
+            return f"`self.{call.func.attr.value}` (`{short_name(name)}`)"
     return None
 
 
