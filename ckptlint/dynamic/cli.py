@@ -120,12 +120,7 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
                           progress=progress, progress_every=progress_every)
     judged = judge_all(findings, watched.observations, sites, watched.info, plan, ckp501)
     info = watched.info
-    if info.failed:
-        click.echo(f"ckptlint: {info.describe()}", err=True)
-        if info.stderr_tail:
-            click.echo("ckptlint: last lines of its stderr:\n" + info.stderr_tail, err=True)
-    if timeout is not None and info.timed_out:
-        click.echo(f"ckptlint: stopped after --timeout {timeout:g} s", err=True)
+    info.report_failure(timeout)
     sys.stdout.write(render(output_format, judged, OutputContext()))
     sys.stdout.flush()
     ctx.exit(exit_status(judged, info))

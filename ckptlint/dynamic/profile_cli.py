@@ -121,12 +121,7 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
     records = report.records(config.profile_min_bytes_freed)
     notes = _notes(report, records, grad_check, measure_peak)
     info = watched.info
-    if info.failed:
-        click.echo(f"ckptlint: {info.describe()}", err=True)
-        if info.stderr_tail:
-            click.echo("ckptlint: last lines of its stderr:\n" + info.stderr_tail, err=True)
-    if timeout is not None and info.timed_out:
-        click.echo(f"ckptlint: stopped after --timeout {timeout:g} s", err=True)
+    info.report_failure(timeout)
     if output_format == "json":
         sys.stdout.write(json.dumps(records, indent=2) + "\n")
         for note in notes:

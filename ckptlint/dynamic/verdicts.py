@@ -13,6 +13,7 @@ import json
 import linecache
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -226,6 +227,16 @@ class RunInfo:
     def failed(self) -> bool:
         return (self.start_error is not None or self.timed_out or self.interrupted
                 or self.returncode not in (0, None))
+
+    def report_failure(self, timeout: float | None) -> None:
+        """On stderr: how the command failed, the tail of its stderr, a timeout."""
+        if self.failed:
+            print(f"ckptlint: {self.describe()}", file=sys.stderr)
+            if self.stderr_tail:
+                print("ckptlint: last lines of its stderr:\n" + self.stderr_tail,
+                      file=sys.stderr)
+        if timeout is not None and self.timed_out:
+            print(f"ckptlint: stopped after --timeout {timeout:g} s", file=sys.stderr)
 
     def describe(self) -> str:
         if self.start_error:
