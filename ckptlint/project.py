@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.reading import SourceError
 
@@ -27,18 +27,35 @@ class Project:
         self.display_base = display_base
         self._by_path: dict[Path, SourceModule | None] = {}
         self.parse_errors: dict[Path, str] = {}
+        self._module_names: dict[Path, frozenset[str] | None] = {}
+        self._package_roots: dict[Path, Path] = {}
         # While set (by the engine, per linted file): every path looked at to resolve names,
         # found or not, so that the cache can tell when a result depends on another file.
         self.accessed: set[Path] | None = None
 
     def add_root_for(self, path: Path) -> None:
-        root = package_root(path.resolve())
+        root = self._package_root(path.resolve().parent)
         if root not in self.roots:
             self.roots.append(root)
+
+    def _package_root(self, folder: Path) -> Path:
+        """`package_root` of a file in `folder`, remembered for each folder on the way up."""
+        known = self._package_roots.get(folder)
+        if known is None:
+            if (folder / "__init__.py").is_file() and folder.parent != folder:
+                known = self._package_root(folder.parent)
+            else:
+                known = folder
+            self._package_roots[folder] = known
+        return known
 
     def module_name(self, path: Path) -> tuple[str, bool]:
         path = path.resolve()
         is_package = path.name == "__init__.py"
+        return next(self._dotted_names(path, is_package), path.stem), is_package
+
+    def _dotted_names(self, path: Path, is_package: bool) -> Iterator[str]:
+        """The file's dotted module name under each root that holds it."""
         for root in self.roots:
             try:
                 relative = path.relative_to(root)
@@ -48,8 +65,7 @@ class Project:
             if is_package:
                 parts = parts[:-1]
             if parts and all(part.isidentifier() for part in parts):
-                return ".".join(parts), is_package
-        return path.stem, is_package
+                yield ".".join(parts)
 
     def display_name(self, path: Path) -> str:
         if self.display_base is not None:
@@ -81,8 +97,8 @@ class Project:
                 self._by_path[path] = None
         return self._by_path[path]
 
-    def find_module(self, dotted: str) -> SourceModule | None:
-        """The project module with this dotted name, if it lives under one of the roots."""
+    def module_path(self, dotted: str) -> Path | None:
+        """The file of the project module with this dotted name, found without parsing it."""
         parts = dotted.split(".")
         for root in self.roots:
             base = root.joinpath(*parts)
@@ -90,5 +106,83 @@ class Project:
                 if self.accessed is not None:
                     self.accessed.add(candidate)
                 if candidate.is_file():
-                    return self.module_at(candidate)
+                    return candidate
         return None
+
+    def find_module(self, dotted: str) -> SourceModule | None:
+        """The parsed project module with this dotted name, if it lives under one of the roots."""
+        path = self.module_path(dotted)
+        return self.module_at(path) if path is not None else None
+
+    def may_bind(self, path: Path, name: str) -> bool:
+        """Can the module at `path` bind `name` at module level? False only when certain.
+
+        Answered from a module already parsed, else from the text and CPython's `ast` (about a
+        tenth of libcst's parse): resolving `torch.fx` needs `torch/__init__.py` parsed only
+        when that file may itself define `fx`.
+        """
+        path = path.resolve()
+        if self.accessed is not None:
+            self.accessed.add(path)
+        module = self._by_path.get(path)
+        if module is not None:
+            return name in module.scopes.module_scope.bindings
+        if path not in self._module_names:
+            dotted, is_package = self.module_name(path)
+            own = set(self._dotted_names(path, is_package)) if is_package else set()
+            self._module_names[path] = module_level_names(path, dotted, is_package, own)
+        names = self._module_names[path]
+        return names is None or name in names
+
+
+def module_level_names(path: Path, module_name: str, is_package: bool,
+                       own_names: set[str]) -> frozenset[str] | None:
+    """Names a module may bind in its own namespace (`global` declarations in functions
+    included); None when the file cannot be read or parsed.
+
+    Left out: star imports, as `scopes.py` leaves them out (what they bind is not known
+    without the imported module), and a package importing its own submodule under its own
+    name (`from torch import fx as fx` in `torch/__init__.py`), which binds what the
+    submodule's path already gives (`own_names`: the package's dotted names, one per root
+    that holds it).
+    """
+    import ast
+
+    from ckptlint.modnames import resolve_relative
+    from ckptlint.reading import decode_source, parse_ast
+
+    try:
+        text = decode_source(path.read_bytes())
+        tree = parse_ast(text, str(path))
+    except (OSError, SourceError, RecursionError):
+        return None
+    names: set[str] = set()
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module
+            if node.level:
+                base = resolve_relative(module_name, is_package, node.level, base)
+            own = base in own_names
+            names.update(alias.asname or alias.name for alias in node.names if alias.name != "*"
+                         and not (own and alias.asname in (None, alias.name)))
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        if isinstance(node, nested):
+            if not isinstance(node, ast.Lambda):
+                names.add(node.name)
+            pending.extend(node.decorator_list if not isinstance(node, ast.Lambda) else ())
+            continue  # its body binds in its own scope
+        pending.extend(ast.iter_child_nodes(node))
+    if "global" in text:
+        names.update(name for node in ast.walk(tree) if isinstance(node, ast.Global)
+                     for name in node.names)
+    return frozenset(names)

@@ -6,8 +6,10 @@ guesses: when a value cannot be known, the answer is `Unknown` with the reason.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Union
+from pathlib import Path
+from typing import Iterator, Union
 
 import libcst as cst
 
@@ -67,7 +69,10 @@ class ContainerValue:
 
 @dataclass(frozen=True, eq=False)
 class ModuleValue:
-    module: SourceModule
+    """A project module, known by its file; parsed only when a name in it is needed."""
+
+    path: Path
+    name: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,6 +115,18 @@ class Resolver:
     project: Project
     _class_attrs: dict[int, dict[str, list[tuple[cst.BaseExpression, Scope]]]] = field(
         default_factory=dict)
+    # While set (`confined_to`): imports of other modules are external, never parsed.
+    _confinement: str | None = None
+
+    @contextmanager
+    def confined_to(self, module: SourceModule) -> Iterator[None]:
+        """Resolve without following imports out of `module` (for callers that keep only
+        what `module` itself defines)."""
+        outer, self._confinement = self._confinement, module.name
+        try:
+            yield
+        finally:
+            self._confinement = outer
 
     # -- entry points ------------------------------------------------------------------
     def values(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
@@ -199,21 +216,39 @@ class Resolver:
         """A project module or a name inside one, else an external qualified name."""
         if qualname in CONTAINER_TYPES or qualname in PARTIAL:
             return [ExternalValue(qualname)]  # known by name even when linting torch itself
-        module = self.project.find_module(qualname)
-        if module is not None:
-            return [ModuleValue(module)]
+        inside = self._confinement
+        if inside is not None and qualname != inside and not qualname.startswith(f"{inside}."):
+            return [ExternalValue(qualname)]
+        path = self.project.module_path(qualname)
+        if path is not None:
+            return [ModuleValue(path, qualname)]
         if "." in qualname:
             parent_name, attr = qualname.rsplit(".", 1)
-            parent = self.project.find_module(parent_name)
+            parent = self.project.module_path(parent_name)
             if parent is not None:
-                return self.module_attribute(parent, attr, depth)
+                return self.module_member(ModuleValue(parent, parent_name), attr, depth)
         return [ExternalValue(qualname)]
 
-    def module_attribute(self, module: SourceModule, attr: str, depth: int) -> list[Value]:
-        scope = module.scopes.module_scope
-        if attr not in scope.bindings:
-            return [Unknown(f"`{attr}` is not defined in {module.display}")]
-        return self.name_values(attr, module, scope, depth + 1)
+    def module_member(self, value: ModuleValue, attr: str, depth: int) -> list[Value]:
+        """`module.attr`: a name the module binds, else (a package) its submodule `attr`.
+
+        A package's `__init__.py` is parsed only when it may bind `attr` itself.
+        """
+        dotted = f"{value.name}.{attr}"
+        if dotted in CONTAINER_TYPES or dotted in PARTIAL:
+            return [ExternalValue(dotted)]
+        if self.project.may_bind(value.path, attr):
+            module = self.project.module_at(value.path)
+            if module is None:
+                return [Unknown(f"{self.project.display_name(value.path)} cannot be parsed")]
+            scope = module.scopes.module_scope
+            if attr in scope.bindings:
+                return self.name_values(attr, module, scope, depth + 1)
+        if value.path.name == "__init__.py":
+            submodule = self.project.module_path(dotted)
+            if submodule is not None:
+                return [ModuleValue(submodule, dotted)]
+        return [Unknown(f"`{attr}` is not defined in {self.project.display_name(value.path)}")]
 
     # -- attributes --------------------------------------------------------------------
     def attribute_values(self, expr: cst.Attribute, module: SourceModule, scope: Scope,
@@ -233,10 +268,7 @@ class Resolver:
                 return [Unknown(f"attribute `{attr}` of a `{value.qualname}` object")]
             return [ExternalValue(f"{value.qualname}.{attr}")]
         if isinstance(value, ModuleValue):
-            dotted = f"{value.module.name}.{attr}"
-            if dotted in CONTAINER_TYPES or dotted in PARTIAL:
-                return [ExternalValue(dotted)]
-            return self.module_attribute(value.module, attr, depth)
+            return self.module_member(value, attr, depth)
         if isinstance(value, InstanceValue):
             if attr == "__call__" and self.find_method(value.cls, "__call__") is None:
                 return [value]  # `module.__call__` runs the module, i.e. its forward

@@ -18,6 +18,7 @@ reads, writes and in-place mutations, and branch conditions, each with its scope
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -251,11 +252,15 @@ class SegmentBuilder:
             return []
         if isinstance(func, cst.Attribute) and self.external_attribute(func, function, scope):
             return []
+        # In framework code only the function's own module is followed: resolving through
+        # its imports (parsing them) could only find other framework modules.
+        in_framework = is_framework(top_package(function.module))
         try:
-            values = self.resolver.values(func, function.module, scope)
-            if isinstance(func, cst.Attribute):
-                values = values + self.conditional_attribute(func, function, scope)
-            functions, _ = self.resolver.functions(values)
+            with self.resolver.confined_to(function.module) if in_framework else nullcontext():
+                values = self.resolver.values(func, function.module, scope)
+                if isinstance(func, cst.Attribute):
+                    values = values + self.conditional_attribute(func, function, scope)
+                functions, _ = self.resolver.functions(values)
         except RecursionError:
             return []
         return [f for f in functions if isinstance(f.node, (cst.FunctionDef, cst.Lambda))

@@ -243,10 +243,14 @@ class SegmentRule(Rule):
                 qualname = binding.qualname or ""
                 if is_framework(qualname) or "." not in qualname:
                     continue
-                if self.context.project.find_module(qualname) is not None:
+                project = self.context.project
+                if project.module_path(qualname) is not None:
                     continue  # a module, not a value
                 parent_name, attr = qualname.rsplit(".", 1)
-                parent = self.context.project.find_module(parent_name)
+                parent_path = project.module_path(parent_name)
+                if parent_path is None or not project.may_bind(parent_path, attr):
+                    continue
+                parent = project.module_at(parent_path)
                 if parent is None or not self.is_assigned_global(parent, attr):
                     continue
                 changes += self.bindings.global_changes(parent, attr, rebinding_counts=False)

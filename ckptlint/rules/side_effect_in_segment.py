@@ -150,11 +150,11 @@ class SideEffectInSegment(SegmentRule):
                 # `np.sort(...)`/`torch.nn.init.normal_(w)`: functions of modules, not mutations.
                 if all(is_framework(q) for q in qualnames | names):
                     return None
-                if self.context.project.find_module(
+                if self.context.project.module_path(
                         cst.Module([]).code_for_node(target).replace(" ", "")) is not None:
                     return None
                 for qualname in names:
-                    if self.context.project.find_module(qualname) is not None:
+                    if self.context.project.module_path(qualname) is not None:
                         return None
             return f"the module state `{snippet(module, target)}`"
         return f"the module state `{snippet(module, target)}`"
