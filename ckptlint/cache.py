@@ -184,10 +184,20 @@ class Cache:
         return value
 
     # -- updates -----------------------------------------------------------------------
-    def store(self, display: str, info: os.stat_result, file_digest: str, findings: list,
+    def record(self, path: Path, file_signature: Signature, file_digest: str, *, hit: bool,
+               display: str) -> None:
+        """What `lookup_bytes` learnt, when a worker process called it on its own copy."""
+        self._current[str(path.absolute())] = file_digest
+        self.digests[str(path.absolute())] = (file_signature, file_digest)
+        entry = self.entries.get(display)
+        if hit and isinstance(entry, Entry) and entry.signature != file_signature:
+            entry.signature = file_signature
+            self.changed = True
+
+    def store(self, display: str, file_signature: Signature, file_digest: str, findings: list,
               sites: list, dependencies: tuple[str, ...], analysed: bool) -> None:
         self.entries[display] = Entry(
-            display, signature(info), file_digest, findings, sites,
+            display, file_signature, file_digest, findings, sites,
             tuple((path, self.current_digest(path)) for path in dependencies),
             self.project_signature() if analysed else None)
         self.changed = True

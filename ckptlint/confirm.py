@@ -74,7 +74,7 @@ class SiteConfirmer:
             return True
         if module_name and any(target.startswith(f"{module_name}.") for target in self.complete):
             return True  # the API's own module (linting torch itself): its defs are APIs
-        relative = _RELATIVE_IMPORT.search(text) is not None
+        relative = has_relative_import(text)
         if has_attribute(text, apis.HF_ENABLE_METHOD) and (
                 relative or any(has_word(text, head) for head in HF_IMPORT_HEADS)):
             return True
@@ -266,8 +266,21 @@ def import_bindings(node: ast.Import | ast.ImportFrom, module_name: str,
 
 
 _WORD = re.compile(r"\w")
-_RELATIVE_IMPORT = re.compile(r"\bfrom[ \t\f\\\r\n]*\.")
 _SPACE = " \t\f\r\n\\"
+
+
+def has_relative_import(text: str) -> bool:
+    """May the file hold `from .` (a relative import)? `from`, then spaces, line
+    continuations or line breaks, then a dot (the word before `from` is not checked)."""
+    position = text.find("from")
+    while position >= 0:
+        after = position + 4
+        while after < len(text) and text[after] in _SPACE:
+            after += 1
+        if text.startswith(".", after):
+            return True
+        position = text.find("from", after)
+    return False
 
 
 def whole_words(text: str, name: str) -> Iterator[int]:

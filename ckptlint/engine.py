@@ -21,7 +21,6 @@ import gc
 import importlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import MutableMapping
@@ -64,21 +63,37 @@ class LintResult:
     stats: dict = field(default_factory=dict)
 
 
+_IDENTIFIER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
 class Prefilter:
-    """A text test that only rejects files that cannot hold a checkpoint site."""
+    """A text test that only rejects files that cannot hold a checkpoint site: one of the
+    trigger names must stand in it as a whole word."""
 
     def __init__(self, config: Config) -> None:
-        names = trigger_names(api_table(dict(config.checkpoint_functions)),
-                              config.segment_base_classes)
-        alternatives = "|".join(sorted(re.escape(name) for name in names))
-        self.pattern = re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])")
-        # Plain substring tests (fast) first: each name contains one of these needles.
+        self.names = frozenset(trigger_names(api_table(dict(config.checkpoint_functions)),
+                                             config.segment_base_classes))
+        # Each name contains one of these: found by `str.find` (fast), each occurrence is
+        # widened to the whole word around it, which must be a name.
         self.needles = tuple(sorted(
-            name for name in names if not any(other != name and other in name for other in names)))
+            name for name in self.names
+            if not any(other != name and other in name for other in self.names)))
 
     def may_contain_site(self, text: str) -> bool:
-        return (any(needle in text for needle in self.needles)
-                and self.pattern.search(text) is not None)
+        word = _IDENTIFIER_CHARS
+        size = len(text)
+        for needle in self.needles:
+            position = text.find(needle)
+            while position >= 0:
+                start, end = position, position + len(needle)
+                while start and text[start - 1] in word:
+                    start -= 1
+                while end < size and text[end] in word:
+                    end += 1
+                if text[start:end] in self.names:
+                    return True
+                position = text.find(needle, end)
+        return False
 
 
 class Linter:
@@ -111,9 +126,13 @@ class Linter:
         return self._confirmer
 
     def may_hold_site(self, path: Path, text: str) -> bool:
-        """The text tests: trigger words (`Prefilter`), then the import/attribute test."""
-        return (self.prefilter.may_contain_site(text) and self.confirmer.may_hold_site_text(
-            text, self.project.module_name(path)[0]))
+        """The text tests: trigger words (`Prefilter`), then the import/attribute test.
+
+        A stub (`.pyi`) never does: it declares, it never runs, so nothing in it is ever
+        checkpointed.
+        """
+        return (path.suffix != ".pyi" and self.prefilter.may_contain_site(text)
+                and self.confirmer.may_hold_site_text(text, self.project.module_name(path)[0]))
 
     def read(self, path: Path) -> str:
         return decode_source(read_bytes(path, self.config.max_file_size))
@@ -131,8 +150,10 @@ class Linter:
         result.text = text
         return result
 
-    def check_candidate(self, path: Path, display: str, text: str) -> FileResult:
-        """A file that passed the prefilter: `ast` parse, confirmation, libcst analysis.
+    def check_candidate(self, path: Path, display: str, text: str, *,
+                        analyse: bool = True) -> FileResult:
+        """A file that passed the prefilter: `ast` parse, confirmation, libcst analysis
+        (unless not `analyse`: then a confirmed file comes back `confirmed` and unanalysed).
 
         Never raises: whatever goes wrong becomes this file's CKP999 finding.
         """
@@ -142,12 +163,13 @@ class Linter:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._check_candidate(path, display, text)
+            return self._check_candidate(path, display, text, analyse)
         finally:
             if collecting:
                 gc.enable()
 
-    def _check_candidate(self, path: Path, display: str, text: str) -> FileResult:
+    def _check_candidate(self, path: Path, display: str, text: str,
+                         analyse: bool) -> FileResult:
         result = FileResult(display, text)
         try:
             tree = parse_ast(text, display)
@@ -157,6 +179,8 @@ class Linter:
                 return result
             del tree
             result.confirmed = True
+            if not analyse:
+                return result
             self.project.accessed = accessed = set()
             try:
                 self.analysis.lint_module(path, display, text, result, syntax_checked=True)
@@ -245,7 +269,7 @@ class Analysis:
 def preload_analysis() -> None:
     """Import what `Analysis` needs (libcst, resolver, every rule) in this process.
 
-    Called before worker processes are forked: they then start with it all imported,
+    Called before analysing workers are forked: they then start with it all imported,
     instead of each paying the imports (about 0.2 s) again.
     """
     from ckptlint.rules import RULE_CLASSES
@@ -318,12 +342,73 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
     return result
 
 
-class Run:
-    """One run over discovered files: cache, read, prefilter, candidates in workers."""
+@dataclass
+class Examined:
+    """What examining one file gave (`examine`)."""
 
-    # Candidates go to worker processes whenever jobs > 1, even a single one: a crash in
-    # libcst's native parser then costs that file a CKP999, not the run.
-    POOL_MIN_FILES = 1
+    result: FileResult | None = None  # None for a cache hit and for a candidate not analysed
+    key: tuple | None = None  # (stat signature, digest) under which to cache it
+    entry: object | None = None  # the cache's entry when the file's bytes are unchanged
+    candidate: bool = False  # confirmed to hold a site, not analysed yet (`analyse=False`)
+    size: int = 0  # the candidate's length (the longest are analysed first)
+    text: str | None = None  # the candidate's text
+
+    def drop_text(self) -> None:
+        """Leave the text behind (a worker's answer: the parent reads it again if asked)."""
+        self.text = None
+        if self.result is not None:
+            self.result.text = None
+
+
+def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -> Examined:
+    """One file: read, look up by content in the cache, decode, text tests, `ast` parse and
+    confirmation, then (`analyse`) libcst's analysis; else a confirmed file is only marked
+    as a candidate for it."""
+    info = None
+    if cache is not None:
+        try:
+            info = os.stat(path)
+        except OSError:
+            info = None
+    try:
+        data = read_bytes(path, linter.config.max_file_size)
+    except SourceError as error:
+        return Examined(error_result(display, str(error)))
+    key = None
+    if cache is not None and info is not None:
+        from ckptlint.cache import signature
+
+        file_digest, entry = cache.lookup_bytes(display, path, info, data)
+        key = (signature(info), file_digest)
+        if entry is not None:
+            return Examined(key=key, entry=entry)
+    try:
+        text = decode_source(data)
+    except SourceError as error:
+        return Examined(error_result(display, str(error), cacheable=True), key=key)
+    if not linter.may_hold_site(path, text):
+        return Examined(FileResult(display, text), key=key)
+    result = linter.check_candidate(path, display, text, analyse=analyse)
+    if result.confirmed and not analyse:
+        return Examined(key=key, candidate=True, size=len(text), text=text)
+    result.text = text
+    return Examined(result, key=key)
+
+
+class Run:
+    """One run over discovered files: cache, screening, then the analysis of candidates.
+
+    Screening (read, cache lookup by content, text tests, `ast` confirmation) is done by
+    workers in chunks when there are many files, else in this process. Candidates confirmed to
+    hold a site are then analysed by workers forked afresh once this process has imported
+    libcst (it does so while the screening still runs), so that no worker pays that import.
+    """
+
+    # From this many files not answered by the cache (and jobs > 1), workers screen them in
+    # chunks, reading included; below it this process does: forking costs more than a few
+    # reads. Candidates go to workers either way, even a single one: a crash in libcst's
+    # native parser then costs that file a CKP999, not the run.
+    CHUNKED_MIN_FILES = 32
 
     def __init__(self, linter: Linter, targets: list[tuple[Path, str]], *,
                  jobs: int | None, use_cache: bool) -> None:
@@ -336,7 +421,8 @@ class Run:
         self.stats: dict = {"files": len(targets), "cached": 0, "candidates": 0,
                             "confirmed": 0, "errors": 0, "jobs": self.jobs, "pool": False}
         self.cache = None
-        self.pool = None
+        self.pools: list = []
+        self.preloaded = False
 
     def execute(self) -> list[FileResult]:
         if self.use_cache and self.targets:
@@ -344,82 +430,131 @@ class Run:
 
             self.cache = Cache.open(self.config, self.linter.project.roots)
         results: dict[int, FileResult] = {}
-        pending: dict[int, tuple | None] = {}  # index -> (stat, digest) to store in the cache
+        keys: dict[int, tuple] = {}  # index -> (signature, digest) to store in the cache
+        todo: dict[int, int] = {}  # index -> size, of the files the cache cannot answer
+        chunked = self.jobs > 1 and len(self.targets) >= self.CHUNKED_MIN_FILES
+        for index, (path, display) in enumerate(self.targets):
+            info = None
+            if self.cache is not None or chunked:
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    pass
+            entry = (self.cache.lookup(display, path, info)
+                     if self.cache is not None and info is not None else None)
+            if entry is not None:
+                results[index] = self.from_cache(display, path, entry)
+            else:
+                todo[index] = info.st_size if info is not None else 0
         try:
-            for index, (path, display) in enumerate(self.targets):
-                answered = self.prepare(index, path, display, pending)
-                if answered is not None:
-                    results[index] = answered
-            if self.pool is not None:
-                results.update(self.pool.results())
-                self.stats["worker_deaths"] = self.pool.deaths
+            for index, examined in self.examine_all(todo):
+                results[index] = self.absorb(index, examined, keys)
         finally:
-            if self.pool is not None:
-                self.pool._shutdown()
+            for pool in self.pools:
+                pool.shutdown()
+        if self.pools:
+            self.stats["worker_deaths"] = sum(pool.deaths for pool in self.pools)
         ordered = []
         for index in range(len(self.targets)):
             result = results[index]
             self.stats["candidates"] += result.candidate
             self.stats["confirmed"] += result.confirmed
             self.stats["errors"] += any(f.code == PARSE_ERROR for f in result.findings)
-            key = pending.get(index)
+            key = keys.get(index)
             if key is not None and self.cache is not None and result.cacheable:
-                info, file_digest = key
-                self.cache.store(result.display, info, file_digest, result.findings,
-                                 result.sites, result.dependencies, result.confirmed)
+                self.cache.store(result.display, *key, result.findings, result.sites,
+                                 result.dependencies, result.confirmed)
             ordered.append(result)
         if self.cache is not None:
             self.cache.save()
         return ordered
 
-    def prepare(self, index: int, path: Path, display: str, pending: dict) -> FileResult | None:
-        """The file's result now (cache, read error, prefilter), or None when a worker has it."""
-        info = None
-        if self.cache is not None:
+    def examine_all(self, todo: dict[int, int]) -> Iterator[tuple[int, Examined]]:
+        """Every file's final examination: screened, then (candidates) analysed, the longest
+        first (the last analysis to start should be a short one, or one worker is left
+        busy while the others idle)."""
+        candidates = []
+        for index, examined in self.screen(todo):
+            if examined.candidate:
+                if examined.text is not None:
+                    self.sources[self.targets[index][1]] = examined.text
+                candidates.append((-examined.size, index))
+            else:
+                yield index, examined
+        candidates.sort()
+        pool = self.new_pool(len(candidates), preload=True) if candidates else None
+        if pool is None:
+            for _, index in candidates:
+                yield index, examine(self.linter, self.cache, *self.targets[index], analyse=True)
+            return
+        for _, index in candidates:
+            pool.submit([(index, *self.targets[index])], analyse=True)
+        yield from pool.results().items()
+
+    def screen(self, todo: dict[int, int]) -> Iterable[tuple[int, Examined]]:
+        pool = (self.new_pool(len(todo)) if len(todo) >= self.CHUNKED_MIN_FILES else None)
+        if pool is None:
+            return (
+                (index, examine(self.linter, self.cache, *self.targets[index], analyse=False))
+                for index in todo)
+        from ckptlint.pool import chunks
+
+        for chunk in chunks([(index, *self.targets[index]) for index in todo],
+                            [todo[index] for index in todo], self.jobs):
+            pool.submit(chunk, analyse=False)
+        screened = pool.results(each=self.preload_for_candidate)
+        pool.shutdown()
+        return sorted(screened.items())
+
+    def preload_for_candidate(self, examined: Examined) -> None:
+        """While workers screen: import libcst here once a file passes the text tests."""
+        passed = examined.candidate or (examined.result is not None
+                                        and examined.result.candidate)
+        if passed and not self.preloaded:
+            self.preloaded = True
             try:
-                info = os.stat(path)
-            except OSError:
-                info = None
-            if info is not None:
-                entry = self.cache.lookup(display, path, info)
-                if entry is not None:
-                    return self.from_cache(display, path, entry)
-        try:
-            data = read_bytes(path, self.config.max_file_size)
-        except SourceError as error:
-            return error_result(display, str(error))
-        if self.cache is not None and info is not None:
-            file_digest, entry = self.cache.lookup_bytes(display, path, info, data)
-            if entry is not None:
-                return self.from_cache(display, path, entry)
-            pending[index] = (info, file_digest)
-        try:
-            text = decode_source(data)
-        except SourceError as error:
-            return error_result(display, str(error), cacheable=True)
-        self.sources[display] = text
-        if not self.linter.may_hold_site(path, text):
-            return FileResult(display, text)
-        if self.jobs > 1 and len(self.targets) >= self.POOL_MIN_FILES:
-            if self.pool is None:
-                from ckptlint.pool import CandidatePool
+                preload_analysis()
+            except Exception:  # noqa: BLE001 - each worker will report it per file
+                pass
 
-                try:
-                    preload_analysis()
-                except Exception:  # noqa: BLE001 - each worker will report it per file
-                    pass
-
-                try:
-                    self.pool = CandidatePool(self.config, self.linter.project.roots,
-                                              min(self.jobs, len(self.targets)),
-                                              len(self.targets))
-                except (OSError, ValueError, ImportError):  # no shared memory, no processes
-                    self.jobs = 1
-                    return self.linter.check_candidate(path, display, text)
-                self.stats["pool"] = True
-            self.pool.submit(index, path, display, text)
+    def new_pool(self, files: int, *, preload: bool = False):
+        """Worker processes for `files` files (None when jobs = 1 or this system cannot start
+        them); `preload`: import libcst here first, so that they start with it."""
+        if self.jobs <= 1:
             return None
-        return self.linter.check_candidate(path, display, text)
+        if preload and not self.preloaded:
+            self.preload_for_candidate(Examined(candidate=True))
+        from ckptlint.pool import WorkerPool
+
+        # What is here now stays as it is in the workers: the collector leaves it alone
+        # (touching it would copy every page of it into each worker).
+        gc.freeze()
+        try:
+            pool = WorkerPool(self.config, self.linter.project.roots, min(self.jobs, files),
+                              len(self.targets), self.cache)
+        except (OSError, ValueError, ImportError):  # no shared memory, no processes
+            self.jobs = 1
+            return None
+        self.pools.append(pool)
+        self.stats["pool"] = True
+        return pool
+
+    def absorb(self, index: int, examined: Examined, keys: dict) -> FileResult:
+        """A file's result from its examination, here or in a worker."""
+        path, display = self.targets[index]
+        if examined.key is not None:
+            keys[index] = examined.key
+            if self.cache is not None:
+                self.cache.record(path, *examined.key, hit=examined.entry is not None,
+                                  display=display)
+        if examined.entry is not None:
+            return self.from_cache(display, path, examined.entry)
+        result = examined.result if examined.result is not None else FileResult(display)
+        if result.text is not None:
+            self.sources[display] = result.text
+        elif display not in self.sources.texts:
+            self.sources.later(display, path)
+        return result
 
     def from_cache(self, display: str, path: Path, entry) -> FileResult:
         self.stats["cached"] += 1

@@ -1,15 +1,17 @@
-"""Worker processes for the files that pass the prefilter; a worker that dies costs one file.
+"""Worker processes that examine files; a worker that dies costs one file.
 
-Each candidate file goes to a process of a `ProcessPoolExecutor` (forked on Linux, so workers
-start with ckptlint already imported and libcst not yet). A worker parses the file with
-CPython's `ast`, confirms that it can hold a site, and only then imports libcst and analyses
-it (`Linter.check_candidate`).
+A task is a chunk of files, each given as (index, path, display name). A worker examines
+each file as the main process would (`ckptlint.engine.examine`: read, cache lookup by
+content, text tests, `ast` parse and confirmation, libcst analysis) and sends back what it
+found. Workers are forked on Linux, so they start with ckptlint imported and its cache
+loaded; each imports libcst only when it meets a file that holds a site.
 
 libcst's native parser can kill the process outright (field-notes.md, "Parser limits"). When
-that happens the executor fails every future it still holds. A shared byte per task says
-which tasks a worker had started and not finished: those are run again one by one, each in a
-process of its own, and the one whose process dies again becomes a CKP999 finding; tasks not
-yet started go to a fresh pool. The run always ends, and every other file is reported.
+that happens the executor fails every future it still holds. A shared byte per file says
+which files a worker had started and not finished: those are examined again one by one, each
+in a process of its own, and the one whose process dies again becomes a CKP999 finding; the
+other unfinished files go to a fresh pool. The run always ends, and every other file is
+reported.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -25,7 +27,10 @@ NOT_STARTED, STARTED, FINISHED = 0, 1, 2
 DIED = ("the analysing process died (a crash in a native extension such as libcst's "
         "parser); this file was not analysed")
 
+Item = tuple[int, str, str]  # (index, path, display)
+
 _linter = None
+_cache = None
 _status = None
 
 
@@ -37,37 +42,48 @@ def _context():
     return multiprocessing.get_context()
 
 
-def _initialize(config, roots: list[str], status) -> None:
-    global _linter, _status
+def _initialize(config, roots: list[str], cache, status) -> None:
+    global _linter, _cache, _status
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     from ckptlint.engine import Linter
 
     _linter = Linter(config)
     _linter.project.roots = [Path(root) for root in roots]
+    _cache = cache
     _status = status
 
 
-def _check(index: int, path: str, display: str, text: str):
+def _examine_chunk(items: list[Item], analyse: bool) -> list:
+    """(index, Examined) for each file; texts stay here (the parent reads them if asked)."""
+    from ckptlint.engine import examine
+
     assert _linter is not None and _status is not None
-    _status[index] = STARTED
-    result = _linter.check_candidate(Path(path), display, text)
-    result.text = None  # the parent has it
-    _status[index] = FINISHED
-    return result
+    answers = []
+    for index, path, display in items:
+        _status[index] = STARTED
+        examined = examine(_linter, _cache, Path(path), display, analyse=analyse)
+        examined.drop_text()
+        answers.append((index, examined))
+        _status[index] = FINISHED
+    return answers
 
 
-class CandidatePool:
-    """Submit candidates as they are found; `results()` waits for all of them."""
+class WorkerPool:
+    """Submit chunks of files; `results()` waits for the answers to all submitted so far.
 
-    def __init__(self, config, roots: list[Path], jobs: int, size: int) -> None:
+    A chunk is screened (read, cache, text tests: `analyse=False`) or examined in full.
+    """
+
+    def __init__(self, config, roots: list[Path], jobs: int, size: int, cache=None) -> None:
         self.config = config
         self.roots = [str(root) for root in roots]
         self.jobs = jobs
+        self.cache = cache
         self.context = _context()
         self.status = self.context.RawArray("b", max(size, 1))
-        self.tasks: dict[int, tuple[str, str, str]] = {}
-        self.futures: dict[int, Future] = {}
-        self.results_by_index: dict = {}
+        self.items: dict[int, tuple[Item, bool]] = {}  # index -> (item, analyse)
+        self.futures: list[tuple[list[int], Future]] = []
+        self.answered: dict = {}
         self.executor: ProcessPoolExecutor | None = None
         self.broken = False
         self.deaths = 0
@@ -75,92 +91,116 @@ class CandidatePool:
     def _new_executor(self, workers: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=workers, mp_context=self.context,
                                    initializer=_initialize,
-                                   initargs=(self.config, self.roots, self.status))
+                                   initargs=(self.config, self.roots, self.cache, self.status))
 
-    def submit(self, index: int, path: Path, display: str, text: str) -> None:
-        self.tasks[index] = (str(path), display, text)
+    def submit(self, items: list[tuple[int, Path, str]], *, analyse: bool) -> None:
+        chunk = [(index, str(path), display) for index, path, display in items]
+        for item in chunk:
+            self.items[item[0]] = (item, analyse)
         if self.broken:
             return
         if self.executor is None:
             self.executor = self._new_executor(self.jobs)
+        self._submit(chunk, analyse)
+
+    def _submit(self, chunk: list[Item], analyse: bool) -> None:
+        assert self.executor is not None
         try:
-            self.futures[index] = self.executor.submit(_check, index, str(path), display, text)
+            future = self.executor.submit(_examine_chunk, chunk, analyse)
         except (BrokenProcessPool, RuntimeError, OSError):  # broken, shut down, cannot fork
             self.broken = True
-
-    def results(self) -> dict:
-        """FileResults by task index, every submitted task answered."""
-        try:
-            while True:
-                self._collect()
-                unfinished = [i for i in self.tasks if i not in self.results_by_index]
-                if not unfinished:
-                    return self.results_by_index
-                self._shutdown()
-                started = [i for i in unfinished if self.status[i] == STARTED]
-                suspects = started or unfinished  # nothing started: the workers died at start
-                for index in suspects:
-                    self._run_alone(index)
-                rest = [i for i in unfinished if i not in suspects]
-                if not rest:
-                    return self.results_by_index
-                self.broken = False
-                self.futures = {}
-                self.executor = self._new_executor(min(self.jobs, len(rest)))
-                for index in rest:
-                    path, display, text = self.tasks[index]
-                    try:
-                        self.futures[index] = self.executor.submit(_check, index, path,
-                                                                   display, text)
-                    except (BrokenProcessPool, RuntimeError, OSError):
-                        break
-        finally:
-            self._shutdown()
-
-    def _collect(self) -> None:
-        if not self.futures:
             return
-        wait(list(self.futures.values()))
-        for index, future in self.futures.items():
-            if index in self.results_by_index:
-                continue
+        self.futures.append(([item[0] for item in chunk], future))
+
+    def results(self, each=None) -> dict:
+        """Examined by file index for every file submitted since the last call; `each` is
+        called with each Examined as it arrives."""
+        while True:
+            self._collect(each)
+            unfinished = [i for i in self.items if i not in self.answered]
+            if not unfinished:
+                break
+            self.shutdown()
+            started = [i for i in unfinished if self.status[i] == STARTED]
+            suspects = started or unfinished  # nothing started: the workers died at start
+            for index in suspects:
+                self._run_alone(index)
+            rest = [i for i in unfinished if i not in suspects]
+            if not rest:
+                break
+            self.broken = False
+            self.executor = self._new_executor(min(self.jobs, len(rest)))
+            for analyse in (False, True):
+                same = [self.items[i][0] for i in rest if self.items[i][1] == analyse]
+                for chunk in chunks(same, None, self.jobs):
+                    self._submit(chunk, analyse)
+        answered, self.answered, self.items = self.answered, {}, {}
+        return answered
+
+    def _collect(self, each) -> None:
+        by_future = {future: indexes for indexes, future in self.futures}
+        self.futures = []
+        for future in as_completed(by_future):
             error = future.exception()
             if error is None:
-                self.results_by_index[index] = future.result()
+                for index, examined in future.result():
+                    self.answered[index] = examined
+                    if each is not None:
+                        each(examined)
             elif not isinstance(error, BrokenProcessPool):
-                self.results_by_index[index] = self._error_result(
-                    index, f"internal error: {error.__class__.__name__}: {error}")
-        self.futures = {}
+                for index in by_future[future]:
+                    self.answered.setdefault(index, self._error(
+                        index, f"internal error: {error.__class__.__name__}: {error}"))
 
     def _run_alone(self, index: int) -> None:
-        path, display, text = self.tasks[index]
+        item, analyse = self.items[index]
         self.status[index] = NOT_STARTED
         executor = self._new_executor(1)
         try:
-            result = executor.submit(_check, index, path, display, text).result()
+            [(_, examined)] = executor.submit(_examine_chunk, [item], analyse).result()
         except BrokenProcessPool:
             self.deaths += 1
-            result = self._error_result(index, DIED)
+            examined = self._error(index, DIED)
         except Exception as error:  # noqa: BLE001 - reported as this file's CKP999
-            result = self._error_result(index, f"internal error: {error.__class__.__name__}: "
-                                               f"{error}")
+            examined = self._error(index, f"internal error: {error.__class__.__name__}: "
+                                          f"{error}")
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
-        self.results_by_index[index] = result
+        self.answered[index] = examined
 
-    def _error_result(self, index: int, reason: str):
-        from ckptlint.engine import FileResult, parse_error
+    def _error(self, index: int, reason: str):
+        from ckptlint.engine import Examined, error_result
 
-        display = self.tasks[index][1]
-        result = FileResult(display)
-        result.findings.append(parse_error(display, reason))
-        result.cacheable = False
-        return result
+        return Examined(error_result(self.items[index][0][2], reason))
 
-    def _shutdown(self) -> None:
+    def shutdown(self) -> None:
         if self.executor is not None:
             try:
                 self.executor.shutdown(wait=True, cancel_futures=True)
             except Exception:  # noqa: BLE001 - a broken pool may complain on shutdown
                 pass
             self.executor = None
+
+
+def chunks(items: list, sizes: list[int] | None, jobs: int) -> list[list]:
+    """Items split into chunks for `jobs` workers, the largest files first and alone or
+    nearly so, the smallest last and many together: the work (reading, then parsing the
+    candidates) grows with a file's size, so the chunks handed out last are short ones
+    and no worker is left alone with a long one. About 32 chunks a worker: enough to even
+    out the load, few enough that handing them out costs little."""
+    if sizes is None:
+        sizes = [1] * len(items)
+    order = sorted(range(len(items)), key=lambda i: -sizes[i])
+    budget = max(1, sum(sizes) // (jobs * 32))
+    result: list[list] = []
+    chunk: list = []
+    used = 0
+    for i in order:
+        chunk.append(items[i])
+        used += max(sizes[i], 1)
+        if used >= budget or len(chunk) >= 64:
+            result.append(chunk)
+            chunk, used = [], 0
+    if chunk:
+        result.append(chunk)
+    return result

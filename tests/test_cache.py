@@ -128,7 +128,7 @@ def test_dependencies_are_checked_by_digest(tmp_path: Path) -> None:
     info = os.stat(linted)
     digest, entry = store.lookup_bytes("a.py", linted, info, data)
     assert entry is None
-    store.store("a.py", info, digest, ["finding"], [], (str(dependency),
+    store.store("a.py", cache_module.signature(info), digest, ["finding"], [], (str(dependency),
                                                         str(tmp_path / "absent.py")), False)
     store.save()
     again = cache_module.Cache.open(config, [])

@@ -25,6 +25,14 @@ def test_clean_exit_0_and_check_subcommand(tmp_path: Path) -> None:
         assert (result.returncode, result.stdout) == (0, ""), (args, result.stderr)
 
 
+def test_stubs_hold_no_sites(tmp_path: Path) -> None:
+    """A `.pyi` stub never runs: the same code as a `.py` file is reported, as a stub not."""
+    write_project(tmp_path, {"model.py": CKP102_SOURCE, "model_stub.pyi": CKP102_SOURCE})
+    result = run_cli(".", cwd=tmp_path)
+    assert result.returncode == 1
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["model.py"]
+
+
 def test_exit_zero(tmp_path: Path) -> None:
     write_project(tmp_path, {"model.py": CKP102_SOURCE})
     result = run_cli("--exit-zero", "model.py", cwd=tmp_path)

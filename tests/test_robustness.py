@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ckptlint.config import Config
-from ckptlint.engine import Linter, lint
+from ckptlint.engine import Analysis, Linter, Run, lint
 from tests.cli_helpers import CKP102_SOURCE, run_cli
 
 SITE = "from torch.utils.checkpoint import checkpoint\n"
@@ -187,21 +187,35 @@ def test_malformed_noqa_is_ignored_as_flake8_does(tmp_path: Path) -> None:
 
 
 # -- dead workers -----------------------------------------------------------------------------
+def die() -> None:
+    import faulthandler
+
+    faulthandler.disable()  # (pytest's would print the dying worker's stack)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+@pytest.fixture(params=["main screens", "workers screen"])
+def screening(request, monkeypatch) -> str:
+    """Both ways a run hands files to workers: only the candidates (few files), or chunks of
+    every file (many files; forced here by lowering the threshold)."""
+    if request.param == "workers screen":
+        monkeypatch.setattr(Run, "CHUNKED_MIN_FILES", 1)
+    return request.param
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="workers inherit the patch through fork")
-def test_a_worker_that_dies_costs_one_file(tmp_path: Path, monkeypatch) -> None:
+def test_a_worker_that_dies_costs_one_file(tmp_path: Path, monkeypatch, screening) -> None:
+    """A crash in libcst's native parser (here a SIGSEGV in the analysis) costs one file."""
     for name in ("a.py", "b_crash.py", "c.py", "d.py"):
         write(tmp_path / name, CKP102_SOURCE)
-    original = Linter.check_candidate
+    original = Analysis.lint_module
 
-    def crash_on_one(self, path, display, text):
+    def crash_on_one(self, path, display, *args, **kwargs):
         if "crash" in display:
-            import faulthandler
+            die()
+        return original(self, path, display, *args, **kwargs)
 
-            faulthandler.disable()  # (pytest's would print the dying worker's stack)
-            os.kill(os.getpid(), signal.SIGSEGV)
-        return original(self, path, display, text)
-
-    monkeypatch.setattr(Linter, "check_candidate", crash_on_one)
+    monkeypatch.setattr(Analysis, "lint_module", crash_on_one)
     result = lint([str(tmp_path)], Config(root=tmp_path), jobs=2)
     codes = {Path(f.filename).name: f.code for f in result.findings}
     assert codes == {"a.py": "CKP102", "b_crash.py": "CKP999", "c.py": "CKP102",
@@ -212,18 +226,36 @@ def test_a_worker_that_dies_costs_one_file(tmp_path: Path, monkeypatch) -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="workers inherit the patch through fork")
-def test_every_worker_dying_still_ends_the_run(tmp_path: Path, monkeypatch) -> None:
+def test_a_worker_that_dies_while_screening_costs_one_file(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(Run, "CHUNKED_MIN_FILES", 1)
+    for name in ("a.py", "b_crash.py", "c.py", *(f"clean{i}.py" for i in range(40))):
+        write(tmp_path / name, CKP102_SOURCE if not name.startswith("clean") else "x = 1\n")
+    original = Linter.may_hold_site
+
+    def crash_on_one(self, path, text):
+        if "crash" in str(path):
+            die()
+        return original(self, path, text)
+
+    monkeypatch.setattr(Linter, "may_hold_site", crash_on_one)
+    result = lint([str(tmp_path)], Config(root=tmp_path), jobs=2)
+    codes = {Path(f.filename).name: f.code for f in result.findings}
+    assert codes == {"a.py": "CKP102", "b_crash.py": "CKP999", "c.py": "CKP102"}
+    assert result.files == 43
+    assert result.stats["worker_deaths"] == 1
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers inherit the patch through fork")
+def test_every_worker_dying_still_ends_the_run(tmp_path: Path, monkeypatch, screening) -> None:
     for name in ("a.py", "b.py", "c.py"):
         write(tmp_path / name, CKP102_SOURCE)
-    monkeypatch.setattr(Linter, "check_candidate",
-                        lambda self, *args: os.kill(os.getpid(), signal.SIGKILL))
+    monkeypatch.setattr(Analysis, "lint_module",
+                        lambda self, *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL))
     result = lint([str(tmp_path)], Config(root=tmp_path), jobs=2)
     assert sorted(f.code for f in result.findings) == ["CKP999"] * 3
 
 
 def test_an_internal_error_in_one_file_is_that_file_s_ckp999(tmp_path: Path, monkeypatch) -> None:
-    from ckptlint.engine import Analysis
-
     write(tmp_path / "a.py", CKP102_SOURCE)
     write(tmp_path / "b_bug.py", CKP102_SOURCE)
     original = Analysis.lint_module
