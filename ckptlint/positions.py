@@ -71,27 +71,62 @@ class _IndexState(CodegenState):
 
 
 class Positions:
-    """Line (1-based) and column (0-based) of any node of one module, as PositionProvider."""
+    """Line (1-based) and column (0-based) of any node of one module, as PositionProvider.
+
+    The codegen pass runs one top-level statement at a time and stops once the node asked
+    for is recorded: a site in the first half of a file costs half a pass.
+    """
 
     def __init__(self, module: cst.Module) -> None:
-        state = _IndexState(module)
-        module._codegen(state)
-        self._ranges = state.computed
-        self._tokens = state.tokens
-        self._offsets: list[int] | None = None
-        self._line_starts: list[int] | None = None
+        self._module = module
+        self._state = _IndexState(module)
+        self._statements = iter((*module.header, *module.body, *module.footer))
+        self._ranges = self._state.computed
+        self._tokens = self._state.tokens
+        self._measured = 0  # how many tokens `_offsets` and `_line_starts` cover
+        self._offsets = [0]  # where each token starts in the code
+        self._line_starts = [0]
+        self._last_char = ""
+
+    def _record_through(self, node: cst.CSTNode) -> None:
+        """Run the codegen pass until `node` is recorded (or the module is done)."""
+        state = self._state
+        while node not in self._ranges:
+            statement = next(self._statements, None)
+            if statement is None:  # the end: what Module._codegen_impl does after the body
+                module = self._module
+                if module.has_trailing_newline and not state.tokens:
+                    state.add_token(state.default_newline)
+                self._ranges.setdefault(module, (0, len(state.tokens)))
+                return
+            statement._codegen(state)
+
+    def _measure(self) -> None:
+        """Extend the token offsets and line starts over the tokens added since last time."""
+        tokens = self._tokens
+        if self._measured == len(tokens):
+            return
+        new = tokens[self._measured:]
+        self._measured = len(tokens)
+        base = self._offsets[-1]
+        self._offsets.extend(accumulate(map(len, new), initial=base))
+        del self._offsets[len(self._offsets) - len(new) - 1]  # `base` again
+        code = "".join(new)
+        if code.startswith("\n") and self._last_char == "\r":  # one "\r\n" across tokens
+            self._line_starts[-1] += 1
+            code, base = code[1:], base + 1
+        self._line_starts.extend(base + match.end() for match in _NEWLINE.finditer(code))
+        if code:
+            self._last_char = code[-1]
 
     def _line_column(self, index: int) -> tuple[int, int]:
-        if self._offsets is None:
-            self._offsets = [0, *accumulate(map(len, self._tokens))]
-            code = "".join(self._tokens)
-            self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
-        assert self._line_starts is not None
+        self._measure()
         offset = self._offsets[index]
         line = bisect.bisect_right(self._line_starts, offset) - 1
         return line + 1, offset - self._line_starts[line]
 
     def range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         """((start line, start column), (end line, end column)); KeyError if not in the tree."""
+        self._record_through(node)
         start, end = self._ranges[node]
         return self._line_column(start), self._line_column(end)

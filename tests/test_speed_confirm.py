@@ -213,11 +213,14 @@ POSITION_SAMPLES = {
 }
 
 
-def assert_same_positions(text: str) -> None:
+def assert_same_positions(text: str, *, backwards: bool = False) -> None:
+    """Every node's position as PositionProvider's; asked in its order or (`backwards`) last
+    node first (the codegen pass then runs to the end at once)."""
     module = cst.parse_module(text)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     positions = Positions(module)
-    for node, code_range in expected.items():
+    items = list(expected.items())
+    for node, code_range in reversed(items) if backwards else items:
         assert positions.range(node) == (
             (code_range.start.line, code_range.start.column),
             (code_range.end.line, code_range.end.column)), (type(node).__name__, text)
@@ -226,6 +229,7 @@ def assert_same_positions(text: str) -> None:
 @pytest.mark.parametrize("name", sorted(POSITION_SAMPLES))
 def test_positions_match_position_provider(name: str) -> None:
     assert_same_positions(POSITION_SAMPLES[name])
+    assert_same_positions(POSITION_SAMPLES[name], backwards=True)
 
 
 @pytest.mark.parametrize("path", python_files(FIXTURES)[:40],
