@@ -353,11 +353,17 @@ class Examined:
     size: int = 0  # the candidate's length (the longest are analysed first)
     text: str | None = None  # the candidate's text
 
-    def drop_text(self) -> None:
-        """Leave the text behind (a worker's answer: the parent reads it again if asked)."""
+    def for_parent(self) -> Examined | None:
+        """A worker's answer: the text left behind (the parent reads it again if asked), and
+        None for a file the text tests rejected and that has nothing to cache."""
         self.text = None
-        if self.result is not None:
-            self.result.text = None
+        result = self.result
+        if result is not None:
+            result.text = None
+            if (self.key is None and not result.findings and not result.candidate
+                    and result.cacheable):
+                return None
+        return self
 
 
 def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -> Examined:
@@ -475,7 +481,7 @@ class Run:
         busy while the others idle)."""
         candidates = []
         for index, examined in self.screen(todo):
-            if examined.candidate:
+            if examined is not None and examined.candidate:
                 if examined.text is not None:
                     self.sources[self.targets[index][1]] = examined.text
                 candidates.append((-examined.size, index))
@@ -506,10 +512,10 @@ class Run:
         pool.shutdown()
         return sorted(screened.items())
 
-    def preload_for_candidate(self, examined: Examined) -> None:
+    def preload_for_candidate(self, examined: Examined | None) -> None:
         """While workers screen: import libcst here once a file passes the text tests."""
-        passed = examined.candidate or (examined.result is not None
-                                        and examined.result.candidate)
+        passed = examined is not None and (
+            examined.candidate or (examined.result is not None and examined.result.candidate))
         if passed and not self.preloaded:
             self.preloaded = True
             try:
@@ -539,9 +545,12 @@ class Run:
         self.stats["pool"] = True
         return pool
 
-    def absorb(self, index: int, examined: Examined, keys: dict) -> FileResult:
-        """A file's result from its examination, here or in a worker."""
+    def absorb(self, index: int, examined: Examined | None, keys: dict) -> FileResult:
+        """A file's result from its examination, here or in a worker (None: nothing found)."""
         path, display = self.targets[index]
+        if examined is None:
+            self.sources.later(display, path)
+            return FileResult(display)
         if examined.key is not None:
             keys[index] = examined.key
             if self.cache is not None:

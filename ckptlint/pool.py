@@ -54,7 +54,7 @@ def _initialize(config, roots: list[str], cache, status) -> None:
 
 
 def _examine_chunk(items: list[Item], analyse: bool) -> list:
-    """(index, Examined) for each file; texts stay here (the parent reads them if asked)."""
+    """(index, what `Examined.for_parent` gives) for each file."""
     from ckptlint.engine import examine
 
     assert _linter is not None and _status is not None
@@ -62,8 +62,7 @@ def _examine_chunk(items: list[Item], analyse: bool) -> list:
     for index, path, display in items:
         _status[index] = STARTED
         examined = examine(_linter, _cache, Path(path), display, analyse=analyse)
-        examined.drop_text()
-        answers.append((index, examined))
+        answers.append((index, examined.for_parent()))
         _status[index] = FINISHED
     return answers
 
