@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -13,6 +12,8 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     `mode`: permission bits for the result (a fixed file keeps its own); None leaves the
     temporary file's default.
     """
+    import tempfile  # (here: most runs write nothing, and the import costs 4 ms)
+
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                          suffix=".ckptlint-tmp")
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -169,6 +168,8 @@ def git_ignored(files: list[Path]) -> set[Path]:
         if folder is None:
             folder = folders[f.parent] = f.parent.resolve()
         absolute[str(folder / f.name)] = f
+    import subprocess  # (here: a run over named files never asks git)
+
     try:
         result = subprocess.run(
             ["git", "check-ignore", "--stdin", "-z"], cwd=first if first.is_dir() else first.parent,

@@ -8,6 +8,7 @@ the file's CKP999 finding.
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import os
 import stat
@@ -60,6 +61,12 @@ def decode_source(data: bytes) -> str:
     """Decode bytes as Python does: BOM, coding cookie, else UTF-8."""
     if b"\x00" in data:
         raise SourceError("file contains a NUL byte")
+    if not declares_encoding(data):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise SourceError(f"cannot decode as utf-8 ({error}), and no `# coding:` line "
+                              "names another encoding") from None
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
@@ -73,6 +80,16 @@ def decode_source(data: bytes) -> str:
         hint = ", and no `# coding:` line names another encoding" if encoding == "utf-8" else ""
         raise SourceError(f"cannot decode as {encoding} ({error}){hint}") from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def declares_encoding(data: bytes) -> bool:
+    """A BOM, or `coding` in the first two lines (where a coding cookie must be): then
+    `tokenize.detect_encoding` decides; otherwise the file is UTF-8, as it would say."""
+    if data.startswith(codecs.BOM_UTF8):
+        return True
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1) if first >= 0 else -1
+    return b"coding" in (data[:second] if second >= 0 else data)
 
 
 def parse_ast(text: str, filename: str) -> ast.Module:
