@@ -305,10 +305,11 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
         paths = [p for p in paths if p != "-"]
     if paths:
         discovery = discover(paths, config, force_exclude=force_exclude)
-        folders: set[Path] = set()
+        folders: set[str] = set()
         for path in discovery.files:
-            if path.parent not in folders:  # the package root depends on the folder only
-                folders.add(path.parent)
+            folder = os.path.dirname(path)
+            if folder not in folders:  # the package root depends on the folder only
+                folders.add(folder)
                 try:
                     linter.project.add_root_for(path)
                 except (OSError, RuntimeError):  # a symlink loop: reported when read

@@ -29,14 +29,29 @@ class Project:
         self.parse_errors: dict[Path, str] = {}
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._package_roots: dict[Path, Path] = {}
+        self._resolved_folders: dict[Path, Path] = {}
         # While set (by the engine, per linted file): every path looked at to resolve names,
         # found or not, so that the cache can tell when a result depends on another file.
         self.accessed: set[Path] | None = None
 
     def add_root_for(self, path: Path) -> None:
-        root = self._package_root(path.resolve().parent)
+        folder = path.resolve().parent if path.is_symlink() else self._resolved(path.parent)
+        root = self._package_root(folder)
         if root not in self.roots:
             self.roots.append(root)
+
+    def _resolved(self, folder: Path) -> Path:
+        """`folder.resolve()`, remembered for each folder on the way up (one `lstat` each
+        instead of one per component)."""
+        known = self._resolved_folders.get(folder)
+        if known is None:
+            parent = folder.parent
+            if parent == folder or folder.is_symlink() or folder.name in ("", ".", ".."):
+                known = folder.resolve()
+            else:
+                known = self._resolved(parent) / folder.name
+            self._resolved_folders[folder] = known
+        return known
 
     def _package_root(self, folder: Path) -> Path:
         """`package_root` of a file in `folder`, remembered for each folder on the way up."""
