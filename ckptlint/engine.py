@@ -533,9 +533,6 @@ class Run:
             self.preload_for_candidate(Examined(candidate=True))
         from ckptlint.pool import WorkerPool
 
-        # What is here now stays as it is in the workers: the collector leaves it alone
-        # (touching it would copy every page of it into each worker).
-        gc.freeze()
         try:
             pool = WorkerPool(self.config, self.linter.project.roots, min(self.jobs, files),
                               len(self.targets), self.cache)

@@ -16,6 +16,7 @@ reported.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import signal
 import sys
@@ -84,10 +85,12 @@ class WorkerPool:
         self.futures: list[tuple[list[int], Future]] = []
         self.answered: dict = {}
         self.executor: ProcessPoolExecutor | None = None
+        self.launched = False  # the executor has forked its workers
         self.broken = False
         self.deaths = 0
 
     def _new_executor(self, workers: int) -> ProcessPoolExecutor:
+        self.launched = False
         return ProcessPoolExecutor(max_workers=workers, mp_context=self.context,
                                    initializer=_initialize,
                                    initargs=(self.config, self.roots, self.cache, self.status))
@@ -104,11 +107,21 @@ class WorkerPool:
 
     def _submit(self, chunk: list[Item], analyse: bool) -> None:
         assert self.executor is not None
+        # The first submit forks the workers. Objects frozen then are never visited by the
+        # collector, in the workers either: otherwise each would copy the parent's memory
+        # page by page as its collector walks it.
+        freeze = not self.launched
+        if freeze:
+            gc.freeze()
         try:
             future = self.executor.submit(_examine_chunk, chunk, analyse)
         except (BrokenProcessPool, RuntimeError, OSError):  # broken, shut down, cannot fork
             self.broken = True
             return
+        finally:
+            if freeze:
+                gc.unfreeze()
+                self.launched = True
         self.futures.append(([item[0] for item in chunk], future))
 
     def results(self, each=None) -> dict:

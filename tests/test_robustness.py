@@ -245,6 +245,20 @@ def test_a_worker_that_dies_while_screening_costs_one_file(tmp_path: Path, monke
     assert result.stats["worker_deaths"] == 1
 
 
+def test_a_run_with_workers_leaves_the_collector_as_it_found_it(tmp_path: Path,
+                                                                 screening) -> None:
+    """The objects frozen for the fork are unfrozen: a long-lived caller (an editor, a test
+    runner) still has its garbage collected."""
+    import gc
+
+    for name in ("a.py", "b.py"):
+        write(tmp_path / name, CKP102_SOURCE)
+    before = gc.get_freeze_count()
+    result = lint([str(tmp_path)], Config(root=tmp_path), jobs=2)
+    assert result.stats["pool"] and [f.code for f in result.findings] == ["CKP102"] * 2
+    assert gc.get_freeze_count() == before and gc.isenabled()
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="workers inherit the patch through fork")
 def test_every_worker_dying_still_ends_the_run(tmp_path: Path, monkeypatch, screening) -> None:
     for name in ("a.py", "b.py", "c.py"):
