@@ -315,16 +315,27 @@ def has_reference(text: str, name: str) -> bool:
 
 
 def _after_dot(text: str, position: int) -> bool:
-    """Is the token before `position` a dot? (Spaces, continuations and line breaks skipped;
-    a comment on a line crossed counts as a yes: what precedes it cannot be told cheaply.)"""
+    """Is the token before `position` a dot? Spaces, continuations and line breaks are
+    skipped, and so are comments on the lines crossed. A line's comment starts at its first
+    `#` when no quote comes before it; when one does, the `#` may be in a string and what
+    precedes the comment cannot be told cheaply: that counts as a yes."""
     before = position - 1
-    crossed_line = False
-    while before >= 0 and text[before] in _SPACE:
-        crossed_line = crossed_line or text[before] in "\r\n"
-        before -= 1
-    if before >= 0 and text[before] == ".":
-        return True
-    return crossed_line and _comment_on_line(text, before)
+    while True:
+        crossed_line = False
+        while before >= 0 and text[before] in _SPACE:
+            crossed_line = crossed_line or text[before] in "\r\n"
+            before -= 1
+        if before >= 0 and text[before] == ".":
+            return True
+        if not crossed_line:
+            return False
+        line_start = max(text.rfind("\n", 0, before + 1), text.rfind("\r", 0, before + 1)) + 1
+        comment = text.find("#", line_start, before + 1)
+        if comment < 0:
+            return False
+        if "'" in text[line_start:comment] or '"' in text[line_start:comment]:
+            return True
+        before = comment - 1
 
 
 _IMPORT_LIST = frozenset(" \t\f\\,()")
@@ -335,8 +346,9 @@ def _in_import_list(text: str, position: int) -> bool:
 
     Between `import` and a name it binds stand only names, `as`, commas, parentheses,
     spaces, continuations, line breaks and comments. Walk back over those: the name may be
-    bound by an import only if the word `import` is among them (a comment on a line crossed
-    counts as a yes).
+    bound by an import only if the word `import` is among them. A line crossed on the way is
+    read up to its first `#`: if the name is in an import list, so is that line, and such a
+    line holds no string, so its first `#` starts its comment.
     """
     start = position
     index = position - 1
@@ -345,18 +357,12 @@ def _in_import_list(text: str, position: int) -> bool:
         if char in _IMPORT_LIST or char.isalnum() or char == "_":
             index -= 1
         elif char in "\r\n":
-            if _comment_on_line(text, index - 1):
-                return True
             index -= 1
+            line_start = max(text.rfind("\n", 0, index + 1), text.rfind("\r", 0, index + 1)) + 1
+            comment = text.find("#", line_start, index + 1)
+            if comment >= 0:
+                index = comment - 1
         else:
             break
     region = text[index + 1:start]
     return "import" in region and re.search(r"(?<!\w)import(?!\w)", region) is not None
-
-
-def _comment_on_line(text: str, index: int) -> bool:
-    """Does the line holding `index` contain `#`?"""
-    if index < 0:
-        return False
-    line_start = max(text.rfind("\n", 0, index + 1), text.rfind("\r", 0, index + 1))
-    return "#" in text[line_start + 1:index + 1]

@@ -80,12 +80,26 @@ def test_the_shortcuts_reject_plain_mentions() -> None:
         assert not passes_shortcuts(linter, path, text), text
 
 
+def test_a_name_after_a_comment_line_is_not_taken_for_an_import() -> None:
+    """The text test alone (no parse): `checkpoint` opening a line below a comment line is
+    not in an import list, so `torch.utils.checkpoint.checkpoint` cannot be reached."""
+    linter = Linter(Config())
+    text = ("import torch\nloader = torch.utils.data.DataLoader(d)\n"
+            "# restore the saved state\ncheckpoint = torch.load(p)\n")
+    assert not linter.may_hold_site(Path("/nonexistent/plain.py"), text)
+
+
 TRICKY = {
     "attribute_over_lines.py": (
         "import torch\n"
         "y = (torch.utils.checkpoint  # the module\n"
         "     .  # really\n"
         "     checkpoint)(f, x, use_reentrant=False)\n"),
+    "attribute_after_comment_lines.py": (
+        "import torch\n"
+        "y = (torch.utils.  # the module # twice\n"
+        "     # a comment line\n"
+        "     checkpoint.checkpoint)(f, x, use_reentrant=False)\n"),
     "backslash.py": (
         "import torch.utils.checkpoint as cp\n"
         "y = cp. \\\n    checkpoint(f, x)\n"),
@@ -95,6 +109,13 @@ TRICKY = {
         "    checkpoint as ck,\n"
         ")\n"
         "y = ck(f, x)\n"),
+    "parenthesized_import_crlf.py": (
+        "from torch.utils import (  # the module, not # the function\r\n"
+        "    # a comment line # with two marks\r\n"
+        "\r\n"
+        "    checkpoint as ck,  # trailing\r\n"
+        ")\r\n"
+        "y = ck.checkpoint(f, x)\r\n"),
     "semicolons.py": "import torch; y = torch.utils.checkpoint.checkpoint(f, x)\n",
     "conditional_import.py": (
         "try: from deepspeed.checkpointing import checkpoint\n"
