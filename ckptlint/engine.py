@@ -515,9 +515,13 @@ class Run:
 
     def preload_for_candidate(self, examined: Examined | None) -> None:
         """While workers screen: import libcst here once a file passes the text tests."""
-        passed = examined is not None and (
-            examined.candidate or (examined.result is not None and examined.result.candidate))
-        if passed and not self.preloaded:
+        if examined is not None and (
+                examined.candidate or (examined.result is not None and examined.result.candidate)):
+            self.preload()
+
+    def preload(self) -> None:
+        """Import libcst and the rules here (once): workers forked later start with them."""
+        if not self.preloaded:
             self.preloaded = True
             try:
                 preload_analysis()
@@ -529,8 +533,8 @@ class Run:
         them); `preload`: import libcst here first, so that they start with it."""
         if self.jobs <= 1:
             return None
-        if preload and not self.preloaded:
-            self.preload_for_candidate(Examined(candidate=True))
+        if preload:
+            self.preload()
         from ckptlint.pool import WorkerPool
 
         try:
