@@ -426,7 +426,8 @@ class Run:
         self.use_cache = use_cache
         self.sources = SourceTexts(linter)
         self.stats: dict = {"files": len(targets), "cached": 0, "candidates": 0,
-                            "confirmed": 0, "errors": 0, "jobs": self.jobs, "pool": False}
+                            "confirmed": 0, "errors": 0, "jobs": self.jobs, "pool": False,
+                            "screened_by_workers": False}
         self.cache = None
         self.pools: list = []
         self.preloaded = False
@@ -506,6 +507,7 @@ class Run:
                 for index in todo)
         from ckptlint.pool import chunks
 
+        self.stats["screened_by_workers"] = True
         for chunk in chunks([(index, *self.targets[index]) for index in todo],
                             [todo[index] for index in todo], self.jobs):
             pool.submit(chunk, analyse=False)

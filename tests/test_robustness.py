@@ -53,8 +53,13 @@ def write(path: Path, content: str | bytes) -> Path:
     return path
 
 
+@pytest.mark.parametrize("fillers", [0, 40], ids=["main screens", "workers screen"])
 def test_unreadable_and_unparsable_files_each_get_one_ckp999_and_the_rest_is_reported(
-        tmp_path: Path) -> None:
+        tmp_path: Path, fillers: int) -> None:
+    """With 40 clean files more (and two CPUs or more), workers screen the files in chunks
+    rather than this process: every hostile file must be reported the same either way."""
+    for number in range(fillers):
+        write(tmp_path / f"clean_{number}.py", "x = 1\n")
     write(tmp_path / "good.py", CKP102_SOURCE)
     write(tmp_path / "latin1.py", "x = 'caf\xe9'\n".encode("latin-1") + SITE.encode())
     write(tmp_path / "nul.py", SITE.encode() + b"x = 1\x00\n")
@@ -65,8 +70,11 @@ def test_unreadable_and_unparsable_files_each_get_one_ckp999_and_the_rest_is_rep
     (tmp_path / "dangling.py").symlink_to(tmp_path / "missing.py")
     (tmp_path / "loop_a.py").symlink_to(tmp_path / "loop_b.py")
     (tmp_path / "loop_b.py").symlink_to(tmp_path / "loop_a.py")
-    result = run(tmp_path, ".", "--format", "json", "--no-cache")
+    result = run(tmp_path, ".", "--format", "json", "--no-cache", "--jobs", "2",
+                 env={"CKPTLINT_STATS": "1"})
     items = findings(result)
+    stats = json.loads(result.stderr.strip().splitlines()[-1])
+    assert stats["screened_by_workers"] == (fillers > 0)
     codes = by_file(items)
     assert codes["good.py"] == ["CKP102"]
     for name in ("latin1.py", "nul.py", "py2.py", "deep.py", "parens.py", "fifo.py",
@@ -80,6 +88,9 @@ def test_unreadable_and_unparsable_files_each_get_one_ckp999_and_the_rest_is_rep
     assert "not a regular file" in messages(items, "fifo.py")[0]
     assert "cannot read" in messages(items, "dangling.py")[0]
     assert "symbolic links" in messages(items, "loop_a.py")[0]
+    assert sorted(codes) == sorted(["good.py", "latin1.py", "nul.py", "py2.py", "deep.py",
+                                    "parens.py", "fifo.py", "dangling.py", "loop_a.py",
+                                    "loop_b.py"])
     assert result.returncode == 1
 
 
