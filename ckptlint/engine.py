@@ -6,8 +6,9 @@ site rules every site, and leaves the rest to them.
 Cost model (DESIGN.md, "Performance budgets"): most files fail the text prefilter and cost a
 read; a candidate is parsed by CPython's `ast` (which also keeps what CPython rejects away from
 libcst) and confirmed against the API table (`ckptlint.confirm`); only a confirmed file is
-parsed by libcst, which is imported then and not before. Candidates run in worker processes
-(`ckptlint.pool`) and results are cached (`ckptlint.cache`).
+parsed by libcst, which is imported then and not before. `Run` spreads this over worker
+processes (`ckptlint.pool`): screening first (in chunks, when there are many files), then the
+analysis of the confirmed files; results are cached (`ckptlint.cache`).
 
 Syntax errors are reported (CKP999) for every file that reaches the `ast` parse, that is every
 file that mentions a checkpoint API; a file the prefilter rejects is not parsed at all. A

@@ -2,9 +2,10 @@
 
 A task is a chunk of files, each given as (index, path, display name). A worker examines
 each file as the main process would (`ckptlint.engine.examine`: read, cache lookup by
-content, text tests, `ast` parse and confirmation, libcst analysis) and sends back what it
-found. Workers are forked on Linux, so they start with ckptlint imported and its cache
-loaded; each imports libcst only when it meets a file that holds a site.
+content, text tests, `ast` parse and confirmation, then, for a chunk to analyse, libcst's
+analysis) and sends back what it found. Workers are forked on Linux, so they start with
+whatever the parent holds: ckptlint and its cache, and libcst too when the parent imported
+it before forking them (`Run.preload`).
 
 libcst's native parser can kill the process outright (field-notes.md, "Parser limits"). When
 that happens the executor fails every future it still holds. A shared byte per file says
@@ -71,7 +72,7 @@ def _examine_chunk(items: list[Item], analyse: bool) -> list:
 class WorkerPool:
     """Submit chunks of files; `results()` waits for the answers to all submitted so far.
 
-    A chunk is screened (read, cache, text tests: `analyse=False`) or examined in full.
+    A chunk is screened (up to the `ast` confirmation: `analyse=False`) or examined in full.
     """
 
     def __init__(self, config, roots: list[Path], jobs: int, size: int, cache=None) -> None:
