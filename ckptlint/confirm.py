@@ -329,13 +329,18 @@ def _after_dot(text: str, position: int) -> bool:
             return True
         if not crossed_line:
             return False
-        line_start = max(text.rfind("\n", 0, before + 1), text.rfind("\r", 0, before + 1)) + 1
-        comment = text.find("#", line_start, before + 1)
+        line_start, comment = _first_hash(text, before)
         if comment < 0:
             return False
         if "'" in text[line_start:comment] or '"' in text[line_start:comment]:
             return True
         before = comment - 1
+
+
+def _first_hash(text: str, index: int) -> tuple[int, int]:
+    """Where the line holding `index` starts, and its first `#` up to `index` (-1: none)."""
+    line_start = max(text.rfind("\n", 0, index + 1), text.rfind("\r", 0, index + 1)) + 1
+    return line_start, text.find("#", line_start, index + 1)
 
 
 _IMPORT_LIST = frozenset(" \t\f\\,()")
@@ -358,8 +363,7 @@ def _in_import_list(text: str, position: int) -> bool:
             index -= 1
         elif char in "\r\n":
             index -= 1
-            line_start = max(text.rfind("\n", 0, index + 1), text.rfind("\r", 0, index + 1)) + 1
-            comment = text.find("#", line_start, index + 1)
+            comment = _first_hash(text, index)[1]
             if comment >= 0:
                 index = comment - 1
         else:

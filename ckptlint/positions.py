@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from itertools import accumulate
+from itertools import accumulate, islice
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -109,8 +109,7 @@ class Positions:
         new = tokens[self._measured:]
         self._measured = len(tokens)
         base = self._offsets[-1]
-        self._offsets.extend(accumulate(map(len, new), initial=base))
-        del self._offsets[len(self._offsets) - len(new) - 1]  # `base` again
+        self._offsets.extend(islice(accumulate(map(len, new), initial=base), 1, None))
         code = "".join(new)
         if code.startswith("\n") and self._last_char == "\r":  # one "\r\n" across tokens
             self._line_starts[-1] += 1

@@ -11,12 +11,22 @@ if TYPE_CHECKING:  # ckptlint.source imports libcst: only when a module is parse
     from ckptlint.source import SourceModule
 
 
-def package_root(path: Path) -> Path:
-    """The folder above the outermost package (folders with `__init__.py`) holding `path`."""
+def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
+    """The folder above the outermost package (folders with `__init__.py`) holding `path`.
+
+    `known`: answers by folder, read and extended (a run asks once per folder, and folders
+    share their way up).
+    """
+    known = {} if known is None else known
     folder = path.parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
+    climbed = []
+    while folder not in known and (folder / "__init__.py").is_file() and folder.parent != folder:
+        climbed.append(folder)
         folder = folder.parent
-    return folder
+    root = known.setdefault(folder, folder)
+    for below in climbed:
+        known[below] = root
+    return root
 
 
 class Project:
@@ -36,7 +46,7 @@ class Project:
 
     def add_root_for(self, path: Path) -> None:
         folder = path.resolve().parent if path.is_symlink() else self._resolved(path.parent)
-        root = self._package_root(folder)
+        root = package_root(folder / path.name, self._package_roots)
         if root not in self.roots:
             self.roots.append(root)
 
@@ -51,17 +61,6 @@ class Project:
             else:
                 known = self._resolved(parent) / folder.name
             self._resolved_folders[folder] = known
-        return known
-
-    def _package_root(self, folder: Path) -> Path:
-        """`package_root` of a file in `folder`, remembered for each folder on the way up."""
-        known = self._package_roots.get(folder)
-        if known is None:
-            if (folder / "__init__.py").is_file() and folder.parent != folder:
-                known = self._package_root(folder.parent)
-            else:
-                known = folder
-            self._package_roots[folder] = known
         return known
 
     def module_name(self, path: Path) -> tuple[str, bool]:
