@@ -145,9 +145,14 @@ class Linter:
                 text = self.read(path)
             except SourceError as error:
                 return error_result(display, str(error))
+        return self.lint_text(path, display, text)
+
+    def lint_text(self, path: Path, display: str, text: str, *,
+                  analyse: bool = True) -> FileResult:
+        """The text tests, then `check_candidate`; the result keeps the text."""
         if not self.may_hold_site(path, text):
             return FileResult(display, text)
-        result = self.check_candidate(path, display, text)
+        result = self.check_candidate(path, display, text, analyse=analyse)
         result.text = text
         return result
 
@@ -394,12 +399,9 @@ def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -
         text = decode_source(data)
     except SourceError as error:
         return Examined(error_result(display, str(error), cacheable=True), key=key)
-    if not linter.may_hold_site(path, text):
-        return Examined(FileResult(display, text), key=key)
-    result = linter.check_candidate(path, display, text, analyse=analyse)
+    result = linter.lint_text(path, display, text, analyse=analyse)
     if result.confirmed and not analyse:
         return Examined(key=key, candidate=True, size=len(text), text=text)
-    result.text = text
     return Examined(result, key=key)
 
 
