@@ -171,18 +171,19 @@ class SideEffectInSegment(SegmentRule):
 
 
 def declared_nonlocal(scope: Scope) -> set[str]:
-    names: set[str] = set()
-    current: Scope | None = scope
-    while current is not None and current.kind != "module":
-        names |= current.nonlocal_names
-        current = current.parent
-    return names
+    return declared(scope, "nonlocal_names")
 
 
 def declared_global(scope: Scope) -> set[str]:
+    return declared(scope, "global_names")
+
+
+def declared(scope: Scope, kind: str) -> set[str]:
+    """Names declared `global` or `nonlocal` (`kind`: that set's attribute) in `scope` or
+    in the function scopes around it."""
     names: set[str] = set()
     current: Scope | None = scope
     while current is not None and current.kind != "module":
-        names |= current.global_names
+        names |= getattr(current, kind)
         current = current.parent
     return names
