@@ -113,6 +113,16 @@ def import_qualnames(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> 
     return set()
 
 
+def assigned_constructors(resolver: Resolver, cls: ClassInfo,
+                          attr: str) -> list[set[str]] | None:
+    """What each `self.<attr> = X(...)` in `cls` calls, as the qualified names of `X`; None
+    when `self.<attr>` is never assigned or some assignment is not a call."""
+    assigned = resolver.attribute_assignments(cls).get(attr)
+    if not assigned or not all(isinstance(value, cst.Call) for value, _ in assigned):
+        return None
+    return [import_qualnames(value.func, value_scope) for value, value_scope in assigned]
+
+
 def is_framework(qualname: str) -> bool:
     return qualname.split(".", 1)[0] in FRAMEWORK_PACKAGES
 
@@ -304,16 +314,9 @@ class SegmentBuilder:
         attr = func.attr.value
         if self.resolver.find_method(cls, attr) is not None:
             return False
-        assigned = self.resolver.attribute_assignments(cls).get(attr)
-        if not assigned:
-            return False
-        for value, value_scope in assigned:
-            if not isinstance(value, cst.Call):
-                return False
-            names = import_qualnames(value.func, value_scope)
-            if not names or not all(is_framework(name) for name in names):
-                return False
-        return True
+        built = assigned_constructors(self.resolver, cls, attr)
+        return built is not None and all(
+            names and all(is_framework(name) for name in names) for names in built)
 
     def owner(self, function: FunctionValue, expr: cst.BaseExpression,
               scope: Scope) -> ClassInfo | None:

@@ -19,7 +19,7 @@ import libcst as cst
 
 from ckptlint.resolve import Resolver
 from ckptlint.scopes import Binding, Scope
-from ckptlint.segment import import_qualnames, is_framework
+from ckptlint.segment import assigned_constructors, import_qualnames, is_framework
 
 NONE, WEAK, STRONG = 0, 1, 2
 
@@ -239,17 +239,10 @@ class TensorInference:
             return False
         if self.owner is not None:
             cls = self.owner
-        assigned = self.resolver.attribute_assignments(cls).get(func.attr.value)
-        if not assigned:
-            return False
-        for value, value_scope in assigned:
-            if not isinstance(value, cst.Call):
-                return False
-            names = import_qualnames(value.func, value_scope)
-            if not any(n.startswith("torch.nn.") and n.rsplit(".", 1)[-1][:1].isupper()
-                       for n in names):
-                return False
-        return True
+        built = assigned_constructors(self.resolver, cls, func.attr.value)
+        return built is not None and all(
+            any(n.startswith("torch.nn.") and n.rsplit(".", 1)[-1][:1].isupper() for n in names)
+            for names in built)
 
 
 # Namespaces whose functions compute tensors (anything else in torch is left unknown).
