@@ -89,6 +89,18 @@ def _extra_run():
         _local.busy = False
 
 
+@contextlib.contextmanager
+def _quiet_rerun(args):
+    """One of our own reruns of a segment, from the RNG state its real forward started from:
+    not profiled, warnings silenced, tensors saved as they are, gradients on. Yields the
+    `_SameRng` that puts the random streams back before each rerun."""
+    with _extra_run(), _SameRng(args) as rng, warnings.catch_warnings(), \
+            torch.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x), \
+            torch.enable_grad():
+        warnings.simplefilter("ignore")
+        yield rng
+
+
 # --------------------------------------------------------------------------- tensors
 
 def _tensors(value, depth: int = 0):
@@ -665,10 +677,7 @@ def grad_check(call: CheckpointCall, args, kwargs, modules, params, buffers) -> 
                               "buffers_restored": 0}
     saved_buffers = _Buffers(modules)
     try:
-        with _extra_run(), _SameRng(args) as rng, warnings.catch_warnings(), \
-                torch.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x), \
-                torch.enable_grad():
-            warnings.simplefilter("ignore")
+        with _quiet_rerun(args) as rng:
             rng.reset()
             plain, n = _gradients(call, fn, args, kwargs, params, checkpointed=False)
             result["buffers_restored"] += saved_buffers.restore()
@@ -719,10 +728,7 @@ def measure_peak(call: CheckpointCall, args, kwargs, modules, buffers, device) -
     result: dict[str, Any] = {"plain": None, "checkpointed": None, "saved": None, "error": None}
     saved_buffers = _Buffers(modules)
     try:
-        with _extra_run(), _SameRng(args) as rng, warnings.catch_warnings(), \
-                torch.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x), \
-                torch.enable_grad():
-            warnings.simplefilter("ignore")
+        with _quiet_rerun(args) as rng:
             peaks = []
             for checkpointed in (False, True):
                 rng.reset()
