@@ -410,3 +410,16 @@ def test_temporary_names_carry_the_writer_and_fit_any_file_name(tmp_path: Path) 
     assert f".{atomic.host_tag()}-{dead_pid}." in leftover.name
     assert atomic.remove_dead_temporaries(tmp_path) == [leftover.name]
     assert sorted(tmp_path.iterdir()) == [long_name]
+
+
+def test_a_cached_position_of_the_right_shape_but_absurd_size_costs_nothing(
+        repo: Path) -> None:
+    """Columns far past the line's end, in a run file that is otherwise valid."""
+    path = run_file(repo, ".ckptlint_cache")
+    data = json.loads(path.read_text())
+    [finding] = data["entries"]["model.py"][5]
+    finding["location"]["column"] = finding["end_location"]["column"] = 2**31 - 1
+    path.write_text(json.dumps(data))
+    result = ckptlint(repo, "--format", "full", ".")
+    assert result.returncode == 1 and f"model.py:9:{2**31 - 1}: CKP102" in result.stdout
+    assert len(result.stdout) < 2000
