@@ -1,19 +1,27 @@
 """The result cache: per-file findings keyed by file bytes, configuration and version.
 
 Where: `$CKPTLINT_CACHE_DIR`, else `cache-dir` from the configuration, else
-`.ckptlint_cache/` next to the configuration file (or in the current folder). One file per
-run key holds every file's entry; the run key digests everything outside the file that can
-change its findings: the ckptlint version, the configuration fingerprint, the import roots,
-the current folder (findings name files relative to it), the Python version and, when the
-configuration does not pin it, the installed transformers version (CKP104 reads it).
+`.ckptlint_cache/` next to the configuration file (or in the current folder). One JSON file
+per run key, `run-<key>.json`, holds every file's entry; the run key digests everything
+outside the file that can change its findings: the cache format, the ckptlint version, the
+configuration fingerprint, the import roots, the current folder (findings name files
+relative to it), the Python version and, when the configuration does not pin it, the
+installed transformers version (CKP104 reads it).
 
 An entry is valid when the file's bytes digest to the stored digest and every file its
 analysis looked at (cross-file modules a segment reached into, and module paths it probed
 and did not find) is unchanged. A file that was analysed (it holds a site) also depends on
 the whole project: whether state a segment reads "is changed elsewhere" (CKP201/CKP204) is
 answered by scanning every project file, so any added, removed or changed `.py` file under
-the import roots invalidates those entries (and only those: they are the few with sites). A file's stat signature (size, mtime, ctime, inode) stands in
-for re-reading it when unchanged, as ruff does; anything else is re-read and re-digested.
+the import roots invalidates those entries (and only those: they are the few with sites). A
+file's stat signature (size, mtime, ctime, inode) stands in for re-reading it when
+unchanged, as ruff does; anything else is re-read and re-digested.
+
+The cache may sit inside the linted tree, which may have put a file there: it is plain data
+(`ckptlint.plain_data`), and each entry is checked field by field when first looked up; one
+of the wrong shape is a miss. Unless the user chose the folder (`$CKPTLINT_CACHE_DIR`,
+`cache-dir` in a `--config FILE`), a cache folder or run file that is a symbolic link is
+neither read nor written through: the run goes on without a cache and says so once.
 
 Nothing here may fail a run: an unreadable, corrupt or unwritable cache is ignored.
 """
@@ -22,17 +30,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ckptlint import __version__
-from ckptlint.atomic import write_atomic
+from ckptlint.engine import SiteRecord
+from ckptlint.findings import Finding
+from ckptlint.plain_data import (ShapeError, read_json, want_list, want_optional_str, want_str,
+                                 write_json)
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
-FORMAT = 1
+FORMAT = 2  # 1: a pickle (`run-<key>.pickle`), never read again
 
 Signature = tuple[int, int, int, int]
 
@@ -42,14 +53,17 @@ PROJECT_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__p
                                   ".ruff_cache"})
 MAX_PROJECT_FILES = 10000
 
+_notes_given: set[str] = set()
 
-def cache_dir(config) -> Path:
+
+def cache_location(config) -> tuple[Path, bool]:
+    """The cache folder, and whether the user chose it (rather than the linted tree)."""
     from_env = os.environ.get(CACHE_DIR_ENV)
     if from_env:
-        return Path(from_env)
+        return Path(from_env), True
     if config.cache_dir is not None:
-        return Path(config.cache_dir)
-    return Path(config.root) / DEFAULT_DIR_NAME
+        return Path(config.cache_dir), config.named_on_command_line
+    return Path(config.root) / DEFAULT_DIR_NAME, False
 
 
 def signature(info: os.stat_result) -> Signature:
@@ -83,54 +97,102 @@ def installed_distributions(name: str) -> list[str]:
     return sorted(found)
 
 
+def run_key(config, roots: list[Path]) -> str:
+    return hashlib.blake2b(repr((
+        FORMAT, __version__, config.fingerprint, sorted(str(r) for r in roots),
+        os.getcwd(), environment_fingerprint(config),
+    )).encode(), digest_size=12).hexdigest()
+
+
 @dataclass
 class Entry:
-    display: str
     signature: Signature
     digest: str
-    findings: list
-    sites: list
+    findings: list[Finding]
+    sites: list[SiteRecord]
     # (absolute path, digest or None when it did not exist or could not be read)
     dependencies: tuple[tuple[str, str | None], ...] = ()
     project: str | None = None  # the project signature, for analysed files
+
+    # As plain data, one flat list (parsed and checked faster than an object, and the
+    # torch tree's warm run reads 2,300 of them): [size, mtime_ns, ctime_ns, inode, digest,
+    # findings, sites, [[dependency path, digest or null], ...], project signature or null].
+    def to_json(self) -> list:
+        return [*self.signature, self.digest, [finding.to_json() for finding in self.findings],
+                [site.to_json() for site in self.sites],
+                [list(pair) for pair in self.dependencies], self.project]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Entry:
+        """What `to_json` wrote, every field checked (ShapeError otherwise)."""
+        if type(data) is not list or len(data) != 9:
+            raise ShapeError("cache entry: expected a list of 9 fields")
+        *stat_fields, file_digest, findings, sites, dependencies, project = data
+        if not all(type(value) is int for value in stat_fields):
+            raise ShapeError("cache entry: expected a stat signature of 4 integers")
+        pairs = []
+        for pair in want_list(dependencies, "dependencies"):
+            if type(pair) is not list or len(pair) != 2:
+                raise ShapeError("dependency: expected [path, digest]")
+            pairs.append((want_str(pair[0], "dependency"),
+                          want_optional_str(pair[1], "dependency digest")))
+        return cls(
+            tuple(stat_fields), want_str(file_digest, "digest"),
+            [Finding.from_json(item) for item in want_list(findings, "findings")],
+            [SiteRecord.from_json(item) for item in want_list(sites, "sites")],
+            tuple(pairs), want_optional_str(project, "project"))
 
 
 @dataclass
 class Cache:
     path: Path
-    entries: dict[str, Entry] = field(default_factory=dict)  # by display name
-    # Stat signature and digest of every file hashed (linted files and dependencies).
-    digests: dict[str, tuple[Signature, str]] = field(default_factory=dict)
     roots: list[Path] = field(default_factory=list)
+    # Entries by display name: checked and decoded ones, and those as read (checked when
+    # first looked up; `entry`).
+    entries: dict[str, Entry] = field(default_factory=dict)
+    unchecked: dict[str, Any] = field(default_factory=dict)
+    # [size, mtime_ns, ctime_ns, inode, digest] of every file hashed (linted files and
+    # dependencies), by absolute path, as plain data (checked where read: `known_digest`).
+    digests: dict[str, Any] = field(default_factory=dict)
     changed: bool = False
     _current: dict[str, str | None] = field(default_factory=dict)  # digests seen this run
     _project: str | None = None
 
     @classmethod
-    def open(cls, config, roots: list[Path]) -> Cache:
-        key = hashlib.blake2b(repr((
-            FORMAT, __version__, config.fingerprint, sorted(str(r) for r in roots),
-            os.getcwd(), environment_fingerprint(config),
-        )).encode(), digest_size=12).hexdigest()
-        path = cache_dir(config) / f"run-{key}.pickle"
+    def open(cls, config, roots: list[Path]) -> Cache | None:
+        """The cache for this run; None when it must not be used (a link in the tree)."""
+        folder, chosen = cache_location(config)
+        path = folder / f"run-{run_key(config, roots)}.json"
+        if not chosen:
+            link = next((p for p in (folder, path) if os.path.islink(p)), None)
+            if link is not None:
+                note_once(f"ckptlint: {link} is a symbolic link; running without the cache "
+                          "(a cache inside the project is never used through a link)")
+                return None
         cache = cls(path, roots=list(roots))
-        try:
-            with open(path, "rb") as stream:
-                data = pickle.load(stream)
-            if (isinstance(data, dict) and data.get("format") == FORMAT
-                    and isinstance(data.get("entries"), dict)
-                    and isinstance(data.get("digests"), dict)):
-                cache.entries = data["entries"]
-                cache.digests = data["digests"]
-        except Exception:  # noqa: BLE001 - missing or corrupt: start empty
-            pass
+        data = read_json(path)
+        if (type(data) is dict and data.get("format") == FORMAT
+                and type(data.get("entries")) is dict and type(data.get("digests")) is dict):
+            cache.unchecked = data["entries"]
+            cache.digests = data["digests"]
         return cache
 
     # -- lookups -----------------------------------------------------------------------
+    def entry(self, display: str) -> Entry | None:
+        """The entry stored for this file, if there is one of the right shape."""
+        found = self.entries.get(display)
+        if found is None and display in self.unchecked:
+            try:
+                found = Entry.from_json(self.unchecked.pop(display))
+            except ShapeError:
+                return None
+            self.entries[display] = found
+        return found
+
     def lookup(self, display: str, path: Path, info: os.stat_result) -> Entry | None:
         """The entry for this file if its stat signature and dependencies are unchanged."""
-        entry = self.entries.get(display)
-        if not isinstance(entry, Entry) or entry.signature != signature(info):
+        entry = self.entry(display)
+        if entry is None or entry.signature != signature(info):
             return None
         self._current[str(path.absolute())] = entry.digest
         return entry if self.dependencies_unchanged(entry) else None
@@ -140,9 +202,9 @@ class Cache:
         """The file's digest, and its entry if the bytes and dependencies are unchanged."""
         file_digest = digest(data)
         self._current[str(path.absolute())] = file_digest
-        self.digests[str(path.absolute())] = (signature(info), file_digest)
-        entry = self.entries.get(display)
-        if (not isinstance(entry, Entry) or entry.digest != file_digest
+        self.digests[str(path.absolute())] = [*signature(info), file_digest]
+        entry = self.entry(display)
+        if (entry is None or entry.digest != file_digest
                 or not self.dependencies_unchanged(entry)):
             return file_digest, None
         entry.signature = signature(info)
@@ -160,6 +222,14 @@ class Cache:
             self._project = project_signature(self.roots)
         return self._project
 
+    def known_digest(self, path: str, file_signature: Signature) -> str | None:
+        """The digest recorded for `path` when it had this stat signature."""
+        known = self.digests.get(path)
+        if (type(known) is list and len(known) == 5 and known[:4] == list(file_signature)
+                and type(known[4]) is str):
+            return known[4]
+        return None
+
     def current_digest(self, path: str) -> str | None:
         if path in self._current:
             return self._current[path]
@@ -168,17 +238,15 @@ class Cache:
         except OSError:
             value = None
         else:
-            known = self.digests.get(path)
-            if known is not None and known[0] == signature(info):
-                value = known[1]
-            else:
+            value = self.known_digest(path, signature(info))
+            if value is None:
                 try:
                     with open(path, "rb") as stream:
                         value = digest(stream.read())
                 except OSError:
                     value = None
                 else:
-                    self.digests[path] = (signature(info), value)
+                    self.digests[path] = [*signature(info), value]
                     self.changed = True
         self._current[path] = value
         return value
@@ -188,16 +256,18 @@ class Cache:
                display: str) -> None:
         """What `lookup_bytes` learnt, when a worker process called it on its own copy."""
         self._current[str(path.absolute())] = file_digest
-        self.digests[str(path.absolute())] = (file_signature, file_digest)
-        entry = self.entries.get(display)
-        if hit and isinstance(entry, Entry) and entry.signature != file_signature:
+        self.digests[str(path.absolute())] = [*file_signature, file_digest]
+        entry = self.entry(display) if hit else None
+        if entry is not None and entry.signature != file_signature:
             entry.signature = file_signature
             self.changed = True
 
-    def store(self, display: str, file_signature: Signature, file_digest: str, findings: list,
-              sites: list, dependencies: tuple[str, ...], analysed: bool) -> None:
+    def store(self, display: str, file_signature: Signature, file_digest: str,
+              findings: list[Finding], sites: list[SiteRecord], dependencies: tuple[str, ...],
+              analysed: bool) -> None:
+        self.unchecked.pop(display, None)
         self.entries[display] = Entry(
-            display, file_signature, file_digest, findings, sites,
+            file_signature, file_digest, list(findings), list(sites),
             tuple((path, self.current_digest(path)) for path in dependencies),
             self.project_signature() if analysed else None)
         self.changed = True
@@ -211,11 +281,20 @@ class Cache:
             folder.mkdir(parents=True, exist_ok=True)
             if new_folder:
                 write_markers(folder)
-            write_atomic(self.path, pickle.dumps(
-                {"format": FORMAT, "entries": self.entries, "digests": self.digests},
-                protocol=pickle.HIGHEST_PROTOCOL))
+            # Entries not looked up this run go back as they were read (checked when used).
+            entries = {**self.unchecked,
+                       **{display: entry.to_json() for display, entry in self.entries.items()}}
+            write_json(self.path, {"format": FORMAT, "entries": entries,
+                                   "digests": self.digests})
         except Exception:  # noqa: BLE001 - read-only tree, full disk: run without a cache
             pass
+
+
+def note_once(message: str) -> None:
+    """A line on stderr, given once per process."""
+    if message not in _notes_given:
+        _notes_given.add(message)
+        print(message, file=sys.stderr)
 
 
 def project_signature(roots: list[Path]) -> str:
@@ -253,11 +332,15 @@ def project_signature(roots: list[Path]) -> str:
 
 
 def write_markers(folder: Path) -> None:
-    """Keep the cache out of git and backups (as ruff and pytest do)."""
-    try:
-        (folder / ".gitignore").write_text("# Created by ckptlint automatically.\n*\n")
-        (folder / "CACHEDIR.TAG").write_text(
-            "Signature: 8a477f597d28d172789f06886806bc55\n"
-            "# This file is a cache directory tag created by ckptlint.\n")
-    except OSError:
-        pass
+    """Keep the cache out of git and backups (as ruff and pytest do); new files only."""
+    for name, text in ((".gitignore", "# Created by ckptlint automatically.\n*\n"),
+                       ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
+                                        "# This file is a cache directory tag created by "
+                                        "ckptlint.\n")):
+        try:
+            handle = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                             | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError:
+            continue
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)

@@ -46,6 +46,8 @@ class Config:
     max_depth: int = 4
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     cache_dir: Path | None = None
+    # Read from a file the user named (`--config FILE`): its `cache-dir` may point anywhere.
+    named_on_command_line: bool = False
     profile_min_bytes_freed: int = DEFAULT_MIN_BYTES_FREED
 
     # -- rule selection ----------------------------------------------------------------
@@ -146,7 +148,7 @@ def load_config(paths: list[str] | None = None, config_file: str | None = None) 
         path = Path(config_file)
         if not path.is_file():
             raise ConfigError(f"{config_file}: config file not found")
-        return read_config(path, required=False)
+        return read_config(path, required=False, named_on_command_line=True)
     start = Path(paths[0]) if paths and paths[0] != "-" else Path.cwd()
     # A path that does not exist yet (an editor's unsaved buffer named by --stdin-filename)
     # is resolved from its nearest existing folder.
@@ -159,7 +161,7 @@ def load_config(paths: list[str] | None = None, config_file: str | None = None) 
     return read_config(found, required=True)
 
 
-def read_config(path: Path, required: bool) -> Config:
+def read_config(path: Path, required: bool, named_on_command_line: bool = False) -> Config:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
@@ -172,13 +174,14 @@ def read_config(path: Path, required: bool) -> Config:
         table = {} if path.name == "pyproject.toml" else data
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.ckptlint] must be a table")
-    return parse_table(table, path)
+    return parse_table(table, path, named_on_command_line)
 
 
-def parse_table(table: dict[str, Any], path: Path) -> Config:
+def parse_table(table: dict[str, Any], path: Path, named_on_command_line: bool = False) -> Config:
     root = path.parent.resolve()
     reader = _Reader(table, path)
-    settings: dict[str, Any] = {"root": root, "path": path}
+    settings: dict[str, Any] = {"root": root, "path": path,
+                                "named_on_command_line": named_on_command_line}
     for key in table:
         if key not in _KEYS:
             known = ", ".join(sorted(_KEYS))
@@ -218,7 +221,8 @@ def parse_table(table: dict[str, Any], path: Path) -> Config:
         if key in table:
             settings[attr] = reader.non_negative_int(key)
     if "cache-dir" in table:
-        settings["cache_dir"] = (root / reader.string("cache-dir")).resolve()
+        settings["cache_dir"] = reader.cache_dir("cache-dir", root,
+                                                 inside=not named_on_command_line)
     return Config(**settings)
 
 
@@ -266,6 +270,25 @@ class _Reader:
                 raise self.fail(key, "rule codes or prefixes such as \"CKP2\" or \"CKP201\"",
                                 selector)
         return tuple(value)
+
+    def cache_dir(self, key: str, root: Path, inside: bool) -> Path:
+        """The folder named, from `root`; `inside`: it must stay inside `root` (no `..`, no
+        absolute path elsewhere, no symbolic link leading out), as a project's own
+        configuration is not trusted to write elsewhere."""
+        value = self.string(key)
+        folder = Path(os.path.normpath(root / value))
+        if not inside:
+            return folder
+        try:
+            resolved = folder.resolve()
+        except (OSError, RuntimeError):  # a symbolic link loop
+            resolved = None
+        if (".." in Path(value).parts or resolved is None
+                or not resolved.is_relative_to(root)):
+            raise self.fail(key, f"a folder inside {root} (a project's configuration cannot "
+                                 "put the cache elsewhere; use CKPTLINT_CACHE_DIR or --config)",
+                            value)
+        return folder
 
     def non_negative_int(self, key: str) -> int:
         value = self.data[key]

@@ -146,9 +146,35 @@ def walk(folder: Path, config: Config) -> list[Path]:
     return found
 
 
-def in_git_work_tree(path: Path) -> bool:
-    """A `.git` in this folder or above (cheap: spares resolving every file outside git)."""
-    return any((folder / ".git").exists() for folder in (path, *path.parents))
+def git_work_tree(path: Path) -> Path | None:
+    """The nearest folder at or above `path` that holds a `.git` (a folder, or a file naming
+    one: worktrees, submodules); None outside git (cheap: spares resolving every file)."""
+    return next((folder for folder in (path, *path.parents) if (folder / ".git").exists()),
+                None)
+
+
+# git runs programs named in its configuration (core.fsmonitor, hooks, ssh, pagers, diff and
+# filter drivers). The linted tree's `.git/config` is as untrusted as its code, and git
+# searching upward from a folder inside the tree would also take a committed folder shaped
+# like a bare repository for one. So git is told exactly which repository to use, from the
+# work-tree root, and these settings (given last, they win over every configuration file)
+# switch off what `check-ignore` could otherwise run.
+GIT_SAFE_SETTINGS = ("core.fsmonitor=false", "safe.bareRepository=explicit",
+                     "core.hooksPath=/dev/null", "core.sshCommand=false", "diff.external=")
+# Variables that choose another repository, index or object store than the one named.
+# (The user's own git configuration, GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM, is kept.)
+GIT_KEPT_VARIABLES = frozenset({"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"})
+
+
+def git_command(work_tree: Path, *args: str) -> list[str]:
+    settings = [part for setting in GIT_SAFE_SETTINGS for part in ("-c", setting)]
+    return ["git", "--no-pager", *settings, f"--git-dir={work_tree / '.git'}",
+            f"--work-tree={work_tree}", *args]
+
+
+def git_environment() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items()
+            if not name.startswith("GIT_") or name in GIT_KEPT_VARIABLES}
 
 
 def git_ignored(files: list[Path]) -> set[Path]:
@@ -156,28 +182,34 @@ def git_ignored(files: list[Path]) -> set[Path]:
     if not files:
         return set()
     first = files[0].resolve()
-    if not in_git_work_tree(first):
+    work_tree = git_work_tree(first)
+    if work_tree is None:
         return set()
     # Folders resolved once each, not every file (0.15 s on 2,300 files); a file's own
     # symlink is left alone (git matches the path in the work tree, and a looping link
-    # would make resolve() raise).
-    folders: dict[Path, Path] = {}
+    # would make resolve() raise). Paths outside the work tree are not git's to answer.
+    inside = os.path.join(work_tree, "")
+    folders: dict[Path, str | None] = {}  # None: outside the work tree
     absolute = {}
     for f in files:
-        folder = folders.get(f.parent)
-        if folder is None:
-            folder = folders[f.parent] = f.parent.resolve()
-        absolute[str(folder / f.name)] = f
+        if f.parent not in folders:
+            folder = os.path.join(f.parent.resolve(), "")
+            folders[f.parent] = folder if folder.startswith(inside) else None
+        folder = folders[f.parent]
+        if folder is not None:
+            absolute[folder + f.name] = f
+    if not absolute:
+        return set()
     import subprocess  # (here: a run over named files never asks git)
 
     try:
         result = subprocess.run(
-            ["git", "check-ignore", "--stdin", "-z"], cwd=first if first.is_dir() else first.parent,
-            input="\0".join(absolute).encode(), capture_output=True, timeout=30,
-        )
+            git_command(work_tree, "check-ignore", "--stdin", "-z"), cwd=work_tree,
+            env=git_environment(), input="\0".join(absolute).encode("utf-8", "surrogateescape"),
+            capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return set()
     if result.returncode not in (0, 1):
         return set()
-    names = result.stdout.decode(errors="replace").split("\0")
+    names = result.stdout.decode("utf-8", "surrogateescape").split("\0")
     return {absolute[name] for name in names if name in absolute}

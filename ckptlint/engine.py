@@ -52,6 +52,16 @@ class SiteRecord:
         return {"site": self.site.to_json(), "targets": [t.to_json() for t in self.targets],
                 "api": self.api, "mode": self.mode}
 
+    @classmethod
+    def from_json(cls, data) -> SiteRecord:
+        """What `to_json` wrote, every field checked (ShapeError otherwise)."""
+        from ckptlint.plain_data import member, want_list, want_str
+
+        return cls(SiteRef.from_json(member(data, "site")),
+                   tuple(TargetRef.from_json(t) for t in want_list(member(data, "targets"),
+                                                                   "targets")),
+                   want_str(member(data, "api"), "api"), want_str(member(data, "mode"), "mode"))
+
 
 @dataclass
 class LintResult:

@@ -1,11 +1,18 @@
-"""Findings, their locations and fixes: the data every stage after the rules passes along."""
+"""Findings, their locations and fixes: the data every stage after the rules passes along.
+
+Each type reads itself back from what its `to_json` wrote (`from_json`), checking every field:
+the data may come from a cache or a file that the linted tree supplied, so a wrong type or
+shape raises `ShapeError` (a ValueError) and never yields a half-valid object.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ckptlint.catalogue import rule_info
+from ckptlint.catalogue import RULES, rule_info
+from ckptlint.plain_data import (MAX_INT, ShapeError, member, want_dict, want_int, want_list,
+                                 want_optional_str, want_str, want_strs)
 
 
 @dataclass(frozen=True, order=True)
@@ -18,6 +25,11 @@ class Position:
     def to_json(self) -> dict[str, int]:
         return {"row": self.row, "column": self.column}
 
+    @classmethod
+    def from_json(cls, data: Any) -> Position:
+        return cls(want_int(member(data, "row"), "row", 1, MAX_INT),
+                   want_int(member(data, "column"), "column", 1, MAX_INT))
+
 
 @dataclass(frozen=True)
 class SiteRef:
@@ -29,6 +41,11 @@ class SiteRef:
 
     def to_json(self) -> dict[str, Any]:
         return {"filename": self.filename, "row": self.row, "column": self.column}
+
+    @classmethod
+    def from_json(cls, data: Any) -> SiteRef:
+        position = Position.from_json(data)
+        return cls(want_str(member(data, "filename"), "filename"), position.row, position.column)
 
     def describe(self) -> str:
         return f"{self.filename}:{self.row}"
@@ -44,6 +61,12 @@ class Edit:
         return {"content": self.content, "location": self.start.to_json(),
                 "end_location": self.end.to_json()}
 
+    @classmethod
+    def from_json(cls, data: Any) -> Edit:
+        return cls(want_str(member(data, "content"), "content"),
+                   Position.from_json(member(data, "location")),
+                   Position.from_json(member(data, "end_location")))
+
 
 @dataclass(frozen=True)
 class Fix:
@@ -54,6 +77,15 @@ class Fix:
     def to_json(self) -> dict[str, Any]:
         return {"applicability": self.applicability, "message": self.message,
                 "edits": [edit.to_json() for edit in self.edits]}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Fix:
+        applicability = member(data, "applicability")
+        if applicability not in ("safe", "unsafe"):
+            raise ShapeError("applicability: expected \"safe\" or \"unsafe\"")
+        edits = want_list(member(data, "edits"), "edits")
+        return cls(applicability, want_str(member(data, "message"), "message"),
+                   tuple(Edit.from_json(edit) for edit in edits))
 
 
 @dataclass(frozen=True)
@@ -71,6 +103,12 @@ class TargetRef:
 
     def to_json(self) -> dict[str, Any]:
         return {"filename": self.filename, "row": self.row, "qualname": self.qualname}
+
+    @classmethod
+    def from_json(cls, data: Any) -> TargetRef:
+        return cls(want_str(member(data, "filename"), "filename"),
+                   want_int(member(data, "row"), "row", 1, MAX_INT),
+                   want_str(member(data, "qualname"), "qualname"))
 
 
 @dataclass(frozen=True)
@@ -124,27 +162,23 @@ class Finding:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Finding:
-        fix = data.get("fix")
-        site = data.get("site")
-        target = data.get("target")
+    def from_json(cls, data: Any) -> Finding:
+        """A finding as `to_json` wrote it (`name` and `severity` follow from the code)."""
+        want_dict(data, "finding")
+        code = want_str(member(data, "code"), "code")
+        if code not in RULES:
+            raise ShapeError("code: expected a ckptlint rule code")
+        site, fix, target = data.get("site"), data.get("fix"), data.get("target")
         return cls(
-            code=data["code"],
-            message=data["message"],
-            filename=data["filename"],
-            start=Position(**data["location"]),
-            end=Position(**data["end_location"]),
-            site=SiteRef(**site) if site else None,
-            chain=tuple(data.get("chain") or ()),
-            fix=Fix(
-                applicability=fix["applicability"],
-                message=fix["message"],
-                edits=tuple(
-                    Edit(e["content"], Position(**e["location"]), Position(**e["end_location"]))
-                    for e in fix["edits"]
-                ),
-            ) if fix else None,
-            target=TargetRef(**target) if target else None,
-            verdict=data.get("verdict"),
-            evidence=data.get("evidence"),
+            code=code,
+            message=want_str(member(data, "message"), "message"),
+            filename=want_str(member(data, "filename"), "filename"),
+            start=Position.from_json(member(data, "location")),
+            end=Position.from_json(member(data, "end_location")),
+            site=SiteRef.from_json(site) if site is not None else None,
+            chain=want_strs(data.get("chain", []), "chain"),
+            fix=Fix.from_json(fix) if fix is not None else None,
+            target=TargetRef.from_json(target) if target is not None else None,
+            verdict=want_optional_str(data.get("verdict"), "verdict"),
+            evidence=want_optional_str(data.get("evidence"), "evidence"),
         )

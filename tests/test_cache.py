@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
+import shutil
 import subprocess
 import sys
 import time
@@ -12,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from ckptlint import cache as cache_module
+from ckptlint import plain_data
 from ckptlint.config import Config, parse_table
 from ckptlint.engine import Linter, lint
+from ckptlint.findings import Finding, Position
 from tests.cli_helpers import CKP102_SOURCE, run_cli
 
 SITE_USING_BLOCKS = ("from torch.utils.checkpoint import checkpoint\n"
@@ -128,11 +131,12 @@ def test_dependencies_are_checked_by_digest(tmp_path: Path) -> None:
     info = os.stat(linted)
     digest, entry = store.lookup_bytes("a.py", linted, info, data)
     assert entry is None
-    store.store("a.py", cache_module.signature(info), digest, ["finding"], [], (str(dependency),
+    finding = Finding("CKP102", "message", "a.py", Position(1, 1), Position(1, 5))
+    store.store("a.py", cache_module.signature(info), digest, [finding], [], (str(dependency),
                                                         str(tmp_path / "absent.py")), False)
     store.save()
     again = cache_module.Cache.open(config, [])
-    assert again.lookup("a.py", linted, os.stat(linted)).findings == ["finding"]
+    assert again.lookup("a.py", linted, os.stat(linted)).findings == [finding]
     touch_later(dependency, "x = 2\n")
     assert cache_module.Cache.open(config, []).lookup("a.py", linted, os.stat(linted)) is None
     touch_later(dependency, "x = 1\n")  # the same bytes again: valid again
@@ -184,11 +188,10 @@ def test_installed_transformers_version_is_part_of_the_key(project: Path, monkey
 def test_a_corrupt_cache_is_ignored(project: Path) -> None:
     (project / "a.py").write_text(CKP102_SOURCE)
     run(["."])
-    for path in (project / "cache").glob("run-*.pickle"):
-        path.write_bytes(b"not a pickle")
+    [path] = (project / "cache").glob("run-*.json")
+    path.write_bytes(b"not json")
     assert codes(run(["."])) == [("a.py", 9, "CKP102")]
-    for path in (project / "cache").glob("run-*.pickle"):
-        path.write_bytes(pickle.dumps({"format": 1, "entries": 3, "digests": None}))
+    path.write_text(json.dumps({"format": 2, "entries": 3, "digests": None}))
     assert codes(run(["."])) == [("a.py", 9, "CKP102")]
 
 
@@ -202,12 +205,15 @@ def test_an_unwritable_cache_folder_does_not_fail_the_run(project: Path, monkeyp
 
 def test_cache_location(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("CKPTLINT_CACHE_DIR", raising=False)
-    config = parse_table({}, tmp_path / "pyproject.toml")
-    assert cache_module.cache_dir(config) == tmp_path / ".ckptlint_cache"
-    config = parse_table({"cache-dir": "build/lint-cache"}, tmp_path / "pyproject.toml")
-    assert cache_module.cache_dir(config) == (tmp_path / "build" / "lint-cache").resolve()
+    root = tmp_path.resolve()
+    config = parse_table({}, root / "pyproject.toml")
+    assert cache_module.cache_location(config) == (root / ".ckptlint_cache", False)
+    config = parse_table({"cache-dir": "build/lint-cache"}, root / "pyproject.toml")
+    assert cache_module.cache_location(config) == (root / "build" / "lint-cache", False)
+    named = parse_table({"cache-dir": "/var/tmp/x"}, root / "lint.toml", named_on_command_line=True)
+    assert cache_module.cache_location(named) == (Path("/var/tmp/x"), True)
     monkeypatch.setenv("CKPTLINT_CACHE_DIR", str(tmp_path / "env"))
-    assert cache_module.cache_dir(config) == tmp_path / "env"
+    assert cache_module.cache_location(config) == (tmp_path / "env", True)
 
 
 def test_cli_writes_the_cache_and_no_cache_leaves_it_alone(tmp_path: Path) -> None:
@@ -221,7 +227,7 @@ def test_cli_writes_the_cache_and_no_cache_leaves_it_alone(tmp_path: Path) -> No
     folder = tmp_path / ".ckptlint_cache"
     assert (folder / "CACHEDIR.TAG").is_file()
     assert (folder / ".gitignore").read_text().strip().endswith("*")
-    assert list(folder.glob("run-*.pickle"))
+    assert list(folder.glob("run-*.json"))
     again = run_cli(".", cwd=tmp_path, env={**env, "CKPTLINT_STATS": "1"})
     assert again.stdout == result.stdout and '"cached": 1' in again.stderr
 
@@ -256,3 +262,171 @@ def test_clean_file_run_imports_no_libcst(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120)
     assert version.stdout.strip().endswith("False")
     assert time.perf_counter() - started < 30  # (budgets are measured by bench/, not here)
+
+
+# -- plain data: what a cached run gives back -------------------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def fixture_tree(project: Path) -> Path:
+    """Every annotated fixture in one project (fixes, chains, cross-file findings, targets),
+    plus a file that cannot be decoded and an unused noqa."""
+    shutil.copytree(FIXTURES, project / "fixtures")
+    (project / "pyproject.toml").write_text(
+        '[tool.ckptlint]\nextend-select = ["CKP901", "CKP902"]\n'
+        'transformers-version = "4.46.0"\n')
+    (project / "broken.py").write_bytes(b"x = '\xff'\n")
+    (project / "unused.py").write_text("x = 1  # noqa: CKP102\n")
+    return project
+
+
+def warm_and_uncached(root: Path):
+    from ckptlint.config import load_config
+
+    config = load_config(["."])
+    uncached = lint(["."], config, jobs=1)
+    run(["."], config)
+    warm = run(["."], config)
+    assert warm.stats["cached"] == warm.stats["files"] == uncached.stats["files"]
+    return config, uncached, warm
+
+
+def test_a_cached_run_prints_the_same_bytes_in_every_format(fixture_tree: Path, capsys) -> None:
+    from ckptlint.check_run import CheckOptions, run_check
+    from ckptlint.output import FORMATS
+
+    config, uncached, warm = warm_and_uncached(fixture_tree)
+    assert len(uncached.findings) > 50 and any(f.fix for f in uncached.findings)
+    assert {f.code for f in uncached.findings} >= {"CKP102", "CKP201", "CKP401", "CKP902",
+                                                   "CKP999"}
+    for options in ([dict(output_format=name) for name in FORMATS]
+                    + [dict(show_statistics=True), dict(diff=True, unsafe_fixes=True)]):
+        outputs = []
+        for result in (uncached, warm):
+            status = run_check(result, CheckOptions(["."], config, **options))
+            captured = capsys.readouterr()
+            outputs.append((status, captured.out, captured.err))
+        assert outputs[0] == outputs[1], options
+        assert outputs[0][1], options
+
+
+def test_findings_and_sites_survive_the_plain_data_round_trip(fixture_tree: Path) -> None:
+    from ckptlint.engine import SiteRecord
+    from ckptlint.findings import Finding
+
+    _, uncached, warm = warm_and_uncached(fixture_tree)
+    assert warm.findings == uncached.findings and warm.sites == uncached.sites
+    assert uncached.sites and any(record.targets for record in uncached.sites)
+    for finding in uncached.findings:
+        assert finding.extra == {}  # (to_json leaves it out: a cache would lose it)
+        assert Finding.from_json(json.loads(json.dumps(finding.to_json()))) == finding
+    for record in uncached.sites:
+        assert SiteRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
+def stored_entries(cache_folder: Path) -> tuple[Path, dict]:
+    [path] = cache_folder.glob("run-*.json")
+    return path, json.loads(path.read_text())
+
+
+WRONG_VALUES = (None, True, -1, 0, 2**70, 1.5, "x", [], {}, [[[]]], {"row": 1})
+
+
+def places(value, where=()):
+    """Every path to a value inside plain data (list indexes and object keys)."""
+    yield where
+    items = value.items() if isinstance(value, dict) else (
+        enumerate(value) if isinstance(value, list) else ())
+    for key, item in items:
+        yield from places(item, (*where, key))
+
+
+def replaced(value, where, new):
+    copy = json.loads(json.dumps(value))
+    if not where:
+        return new
+    parent = copy
+    for step in where[:-1]:
+        parent = parent[step]
+    parent[where[-1]] = new
+    return copy
+
+
+def test_an_entry_of_the_wrong_shape_is_a_miss_never_an_error(project: Path) -> None:
+    """Every field of every stored entry, replaced in turn by values of other types: the
+    entry is refused, and the run reports what an uncached run does."""
+    (project / "a.py").write_text(CKP102_SOURCE)
+    (project / "b.py").write_text(SITE_USING_BLOCKS)
+    (project / "blocks.py").write_text(PRINTING_BLOCK)
+    expected = [f.to_json() for f in run(["."]).findings]
+    assert {f["code"] for f in expected} == {"CKP102", "CKP401"}
+    path, data = stored_entries(project / "cache")
+    good = data["entries"]
+    refused = 0
+    for display, entry in good.items():
+        for where in places(entry):
+            if where and where[-1] in ("name", "severity"):
+                continue  # written for readers; the code decides them when read back
+            original = entry
+            for step in where:
+                original = original[step]
+            first = True
+            for wrong in WRONG_VALUES:
+                broken = replaced(entry, where, wrong)
+                try:
+                    cache_module.Entry.from_json(broken)
+                except plain_data.ShapeError:
+                    refused += 1
+                else:  # of the right shape: the same type, an optional string's two types,
+                    # or no site, fix or target
+                    assert (type(wrong) is type(original)
+                            or {type(wrong), type(original)} <= {str, type(None)}
+                            or (wrong is None and where[-1] in ("site", "fix", "target"))
+                            ), (where, wrong)
+                    continue
+                if first:  # one run per field (each costs an analysis)
+                    first = False
+                    path.write_text(json.dumps({**data, "entries": {**good, display: broken}}))
+                    result = run(["."])
+                    assert [f.to_json() for f in result.findings] == expected, (where, wrong)
+    assert refused > 300
+    for where in places(data):
+        if len(where) <= 1:
+            for wrong in WRONG_VALUES:
+                path.write_text(json.dumps(replaced(data, where, wrong)))
+                assert [f.to_json() for f in run(["."]).findings] == expected, (where, wrong)
+
+
+def test_a_run_file_that_is_not_usable_json_is_ignored(project: Path) -> None:
+    (project / "a.py").write_text(CKP102_SOURCE)
+    run(["."])
+    path, data = stored_entries(project / "cache")
+    for content in (b"[" * 100_000, b"\xff\xfe\x00garbage", json.dumps(data).encode()[:-3],
+                    b'{"format": 2, "entries": {"a.py": NaN}, "digests": {}}', b"1" * 5000):
+        path.write_bytes(content)
+        assert codes(run(["."])) == [("a.py", 9, "CKP102")]
+    path.unlink()
+    os.mkfifo(path)  # a reader that opened it blocking would wait for a writer forever
+    result = run_cli(".", cwd=project, env={"CKPTLINT_CACHE_DIR": str(project / "cache")})
+    assert result.returncode == 1 and "CKP102" in result.stdout
+
+
+def test_a_too_large_run_file_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"format": 2}))
+    assert plain_data.read_json(path) == {"format": 2}
+    assert plain_data.read_json(path, max_bytes=5) is None
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    assert plain_data.read_json(link) is None
+
+
+def test_old_pickle_caches_are_left_alone_and_never_read(project: Path) -> None:
+    (project / "a.py").write_text(CKP102_SOURCE)
+    old = project / "cache" / "run-0123456789abcdef01234567.pickle"
+    old.parent.mkdir()
+    old.write_bytes(b"\x80\x04K\x01.")
+    assert codes(run(["."])) == [("a.py", 9, "CKP102")]
+    assert old.read_bytes() == b"\x80\x04K\x01."
+    assert len(list((project / "cache").glob("run-*.json"))) == 1

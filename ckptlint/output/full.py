@@ -43,10 +43,11 @@ def snippet(finding: Finding, lines: list[str], paint: Paint) -> list[str]:
         line = lines[row - 1].expandtabs(1)
         out.append(f"{paint(str(row).rjust(width) + ' |', '1', '34')} {line}".rstrip())
         if finding.start.row <= row <= end_row:
-            start = finding.start.column if row == finding.start.row else (
+            # (Columns past the line's end come only from a crafted cache: clamped.)
+            start = min(finding.start.column, len(line) + 1) if row == finding.start.row else (
                 len(line) - len(line.lstrip()) + 1)
-            stop = (finding.end.column if row == finding.end.row and finding.end.row >= row
-                    else len(line) + 1)
+            stop = (min(finding.end.column, len(line) + 1)
+                    if row == finding.end.row and finding.end.row >= row else len(line) + 1)
             length = max(1, stop - start)
             carets = " " * (start - 1) + "^" * length
             label = f" {finding.code}" if row == finding.start.row else ""
