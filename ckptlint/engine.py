@@ -33,7 +33,8 @@ from ckptlint.apis import api_table, trigger_names
 from ckptlint.config import Config
 from ckptlint.discover import discover
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
-from ckptlint.reading import SourceError, decode_source, parse_ast, read_bytes
+from ckptlint.reading import (Limits, SourceError, check_nodes, decode_source, parse_ast,
+                               read_bytes)
 
 PARSE_ERROR = "CKP999"
 STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
@@ -106,7 +107,8 @@ class Linter:
         self.config = config
         self.enabled = config.enabled_codes()
         self.prefilter = Prefilter(config)
-        self.project = Project(list(config.import_roots), display_base=Path.cwd())
+        self.project = Project(list(config.import_roots), display_base=Path.cwd(),
+                               limits=Limits(config.max_file_size, config.max_analysis_nodes))
         self._analysis = None
         self._confirmer = None
 
@@ -178,6 +180,8 @@ class Linter:
                          analyse: bool) -> FileResult:
         result = FileResult(display, text)
         try:
+            # Before any parser: CPython's alone can take hundreds of megabytes.
+            check_nodes(text, self.config.max_analysis_nodes)
             tree = parse_ast(text, display)
             name, is_package = self.project.module_name(path)
             result.candidate = True
