@@ -17,7 +17,7 @@ import click
 from ckptlint.config import Config
 from ckptlint.engine import LintResult
 from ckptlint.findings import Finding
-from ckptlint.output import OutputContext, render
+from ckptlint.output import OutputContext, encode_report, render
 from ckptlint.output.common import statistics
 
 HUMAN_FORMATS = ("text", "concise", "full", "grouped", "pylint")
@@ -76,13 +76,17 @@ def relint_all(options: CheckOptions) -> LintResult:
 
 
 def emit(text: str, options: CheckOptions) -> None:
+    data = encode_report(text)
     if options.output_file:
         path = Path(options.output_file)
         if path.parent and not path.parent.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
     else:
-        click.echo(text, nl=False)
+        sys.stdout.flush()
+        stream = click.get_binary_stream("stdout")
+        stream.write(data)
+        stream.flush()
 
 
 def render_findings(findings: list[Finding], result: LintResult, options: CheckOptions,

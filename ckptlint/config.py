@@ -124,14 +124,20 @@ def relative_posix(path: Path, root: Path) -> str | None:
 def find_config_file(start: Path) -> Path | None:
     """The nearest pyproject.toml upward from `start` that has a `[tool.ckptlint]` table."""
     folder = start.resolve()
-    if not folder.is_dir():
+    if not os.path.isdir(folder):
         folder = folder.parent
     for candidate_dir in (folder, *folder.parents):
         candidate = candidate_dir / "pyproject.toml"
-        if candidate.is_file():
+        if os.path.isfile(candidate):  # (False, not an error, in a folder we may not read)
             try:
-                text = candidate.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+                data = candidate.read_bytes()
+            except OSError:
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if b"tool.ckptlint" in data:
+                    raise not_utf8(candidate, error) from None
                 continue
             try:
                 data = tomllib.loads(text)
@@ -142,6 +148,11 @@ def find_config_file(start: Path) -> Path | None:
             if isinstance(data.get("tool"), dict) and "ckptlint" in data["tool"]:
                 return candidate
     return None
+
+
+def not_utf8(path: Path, error: UnicodeDecodeError) -> ConfigError:
+    return ConfigError(f"{path}: cannot read: not UTF-8 (byte {error.object[error.start]:#04x} "
+                       f"at offset {error.start}), and TOML files must be UTF-8")
 
 
 def load_config(paths: list[str] | None = None, config_file: str | None = None) -> Config:
@@ -155,7 +166,7 @@ def load_config(paths: list[str] | None = None, config_file: str | None = None) 
     # A path that does not exist yet (an editor's unsaved buffer named by --stdin-filename)
     # is resolved from its nearest existing folder.
     start = start.absolute()
-    while not start.exists() and start != start.parent:
+    while not os.path.exists(start) and start != start.parent:
         start = start.parent
     found = find_config_file(start)
     if found is None:
@@ -168,7 +179,9 @@ def read_config(path: Path, required: bool) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
-    except (OSError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise not_utf8(path, error) from None
+    except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error}") from None
     table = data.get("tool", {}).get("ckptlint") if isinstance(data.get("tool"), dict) else None
     if table is None:
@@ -196,11 +209,14 @@ def parse_table(table: dict[str, Any], path: Path) -> Config:
         entries = []
         for glob, codes in mapping.items():
             entries.append((glob, reader.codes_value(f"per-file-ignores.{glob}", codes)))
+        check_globs(mapping, f"{path}: key `per-file-ignores`")
         settings["per_file_ignores"] = tuple(entries)
     for key, attr in (("exclude", "exclude"), ("extend-exclude", "extend_exclude"),
                       ("segment-base-classes", "segment_base_classes")):
         if key in table:
             settings[attr] = reader.strings(key)
+            if key != "segment-base-classes":
+                check_globs(settings[attr], f"{path}: key `{key}`")
     if "exclude" in table:
         settings["default_excludes"] = ()
     if "src" in table:
@@ -225,6 +241,20 @@ def parse_table(table: dict[str, Any], path: Path) -> Config:
     if "cache-dir" in table:
         settings["cache_dir"] = (root / reader.string("cache-dir")).resolve()
     return Config(**settings)
+
+
+def check_globs(patterns, where: str) -> None:
+    """ConfigError for a glob that cannot be matched (`[z-a]`), when the configuration is
+    loaded: every command that loads it stops there, before any file is looked at."""
+    import re
+
+    from ckptlint.discover import glob_regex
+
+    for pattern in patterns:
+        try:
+            glob_regex(pattern)
+        except re.error as error:
+            raise ConfigError(f"{where}: invalid glob {pattern!r}: {error.msg}") from None
 
 
 _KEYS = frozenset({
@@ -317,5 +347,6 @@ def with_cli(config: Config, *, select=None, extend_select=None, ignore=None,
     if ignore:
         changes["cli_ignore"] = tuple(ignore)
     if extend_exclude:
+        check_globs(extend_exclude, "--extend-exclude")
         changes["extend_exclude"] = (*config.extend_exclude, *extend_exclude)
     return replace(config, **changes)

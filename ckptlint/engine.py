@@ -311,10 +311,13 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
     linter = Linter(config)
     targets: list[tuple[Path, str]] = []
     stdin_result = None
+    unreadable: list[FileResult] = []  # folders that could not be listed
     if stdin_text is not None:
         paths = [p for p in paths if p != "-"]
     if paths:
         discovery = discover(paths, config, force_exclude=force_exclude)
+        unreadable = [error_result(str(folder), reason)
+                      for folder, reason in discovery.unreadable.items()]
         folders: set[str] = set()
         for path in discovery.files:
             folder = os.path.dirname(path)
@@ -335,7 +338,7 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
         if stdin_result is None:
             stdin_result = linter.lint_file(Path(display), display, stdin_text)
     run = Run(linter, targets, jobs=jobs, use_cache=use_cache)
-    file_results = run.execute()
+    file_results = run.execute() + unreadable
     if stdin_result is not None:
         file_results.insert(0, stdin_result)
     result = finish(file_results, config, ignore_noqa, sources=run.sources)

@@ -148,10 +148,10 @@ def test_a_symlinked_folder_loop_is_walked_once(tmp_path: Path) -> None:
     assert [i["code"] for i in items] == ["CKP102"]
 
 
-def test_a_path_that_does_not_exist_exits_2(tmp_path: Path) -> None:
+def test_a_path_that_does_not_exist_is_a_ckp999(tmp_path: Path) -> None:
     result = run(tmp_path, "missing.py")
-    assert result.returncode == 2
-    assert "missing.py: no such file or directory" in result.stderr
+    assert result.returncode == 1
+    assert result.stdout == "missing.py:1:1: CKP999 cannot read: No such file or directory\n"
     assert "Traceback" not in result.stderr
 
 
