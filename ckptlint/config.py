@@ -159,7 +159,7 @@ def load_config(paths: list[str] | None = None, config_file: str | None = None) 
     """The settings for a run over `paths`: the named config file, else the nearest one."""
     if config_file is not None:
         path = Path(config_file)
-        if not path.is_file():
+        if not os.path.isfile(path):
             raise ConfigError(f"{config_file}: config file not found")
         return read_config(path, required=False)
     start = Path(paths[0]) if paths and paths[0] != "-" else Path.cwd()

@@ -90,7 +90,7 @@ def discover(paths: list[str], config: Config, force_exclude: bool = False) -> D
     unreadable: dict[Path, str] = {}
     for given in paths:
         path = Path(given)
-        if path.is_dir():
+        if os.path.isdir(path):  # (False, not an error, inside a folder we may not read)
             walked, locked = walk(path, config)
             # A folder named explicitly is linted even when git ignores the folder itself
             # (asked first: linting an installed package under an ignored .venv then costs

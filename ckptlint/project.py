@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -20,7 +21,8 @@ def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
     known = {} if known is None else known
     folder = path.parent
     climbed = []
-    while folder not in known and (folder / "__init__.py").is_file() and folder.parent != folder:
+    while (folder not in known and os.path.isfile(folder / "__init__.py")
+           and folder.parent != folder):
         climbed.append(folder)
         folder = folder.parent
     root = known.setdefault(folder, folder)
@@ -122,7 +124,7 @@ class Project:
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
                 if self.accessed is not None:
                     self.accessed.add(candidate)
-                if candidate.is_file():
+                if os.path.isfile(candidate):  # (False in a folder we may not read)
                     return candidate
         return None
 

@@ -121,12 +121,25 @@ def test_a_missing_path_is_a_ckp999_and_the_rest_is_reported(tmp_path):
         "missing.py:1:1: CKP999 cannot read: No such file or directory")
 
 
+USES_LOCKED = """\
+from torch.utils.checkpoint import checkpoint
+
+from locked.hidden import block
+
+
+def forward(x):
+    return checkpoint(block, x, use_reentrant=False)
+"""
+
+
 def test_a_folder_the_user_cannot_read_is_a_ckp999(shared_tmp):
-    """As uid 65534: a chmod 000 folder (named and found by the walk) and a chmod 000 file."""
+    """As uid 65534: a chmod 000 folder (named, inside one, and found by the walk), a chmod 000
+    file, and a module importing from the unreadable folder (its callee stays unknown)."""
     root = write_project(shared_tmp / "p", {"good.py": CKP102_SOURCE,
                                             "locked/hidden.py": CKP102_SOURCE,
                                             "pkg/locked/hidden.py": CKP102_SOURCE,
-                                            "pkg/secret.py": CKP102_SOURCE})
+                                            "pkg/secret.py": CKP102_SOURCE,
+                                            "uses_locked.py": USES_LOCKED})
     for path in (root / "locked", root / "pkg" / "locked", root / "pkg" / "secret.py"):
         os.chmod(path, 0)
     result = run_cli_as_nobody(".", "--format", "json", "--no-cache", cwd=root)
@@ -141,6 +154,9 @@ def test_a_folder_the_user_cannot_read_is_a_ckp999(shared_tmp):
     lines = named.stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith("good.py:9:12: CKP102 ")
     assert lines[1] == "locked:1:1: CKP999 cannot read: Permission denied"
+    inside = run_cli_as_nobody("locked/hidden.py", "--no-cache", cwd=root)
+    assert (inside.returncode, inside.stdout) == (
+        1, "locked/hidden.py:1:1: CKP999 cannot read: Permission denied\n"), inside.stderr
 
 
 def test_a_folder_git_ignores_is_not_reported_even_unreadable(shared_tmp):
