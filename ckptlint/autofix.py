@@ -11,7 +11,9 @@ Rules build the edits (ckptlint/fixes.py); this module only applies them:
 - the file is re-linted and fixed again until nothing changes (at most `MAX_PASSES`), so a
   second run finds nothing more to fix;
 - files are written atomically (a temporary file in the same folder, then `os.replace`), in
-  their own encoding (coding cookie, BOM) with their own line endings.
+  their own encoding (coding cookie, BOM) with their own line endings, mode and group; a
+  symlink is written through to its target (once, when the link and the target are both
+  linted); a file such a rename cannot replace faithfully is refused (`rewritable`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 import codecs
 import difflib
 import io
+import os
 import re
+import stat
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,19 +206,78 @@ def encode_like(original: bytes, text: str) -> bytes:
     return codecs.BOM_UTF8 + data if bom else data
 
 
-def write_fix(file_fix: FileFix) -> str | None:
-    """Write a fixed file; the reason when it was not written."""
+class WriteError(Exception):
+    """A fixed file that could not be written (exit 2)."""
+
+
+class WriteRefused(WriteError):
+    """A file left alone on purpose: replacing it by a new file (an atomic rename) would lose
+    something the user has. Its findings stay (exit 1)."""
+
+
+def write_fixes(file_fixes: list[FileFix]) -> list[tuple[FileFix, WriteError | None]]:
+    """Write each fixed file, through symlinks to the file itself, and each file once: a second
+    name of a file already written (a link and its target both linted) is left out of the
+    answer. One (fix, None when written) per file."""
+    done: set[Path] = set()
+    outcomes = []
+    for file_fix in file_fixes:
+        try:
+            target, info = rewritable(Path(file_fix.filename))
+            if target in done:
+                continue
+            write_file(file_fix, target, info)
+            done.add(target)
+            outcomes.append((file_fix, None))
+        except WriteError as error:
+            outcomes.append((file_fix, error))
+    return outcomes
+
+
+def rewritable(path: Path) -> tuple[Path, os.stat_result]:
+    """The file behind `path` (a symlink's final target) and its status; WriteRefused when a
+    new file renamed over it could not keep what it is: the user cannot write it or create
+    files in its folder, other hard links share it (they would keep the old text), or it
+    belongs to another user or to a group the new file cannot be given."""
+    try:
+        target = path.resolve(strict=True)
+        info = os.stat(target)
+    except (OSError, RuntimeError) as error:
+        raise WriteError(f"cannot write: {error}") from None
+    shown = "it" if target == path.absolute() else f"its target {target}"
+    if not stat.S_ISREG(info.st_mode):
+        raise WriteRefused(f"{shown} is not a regular file")
+    if not os.access(target, os.W_OK):
+        raise WriteRefused(f"you cannot write {shown}")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise WriteRefused(f"you cannot create files in {target.parent} (a fix is written to "
+                           "a new file there, then renamed over the old one)")
+    if info.st_nlink > 1:
+        raise WriteRefused(f"{shown} has other hard links ({info.st_nlink} names in all), "
+                           "which would keep the old text")
+    if info.st_uid != os.geteuid():
+        raise WriteRefused(f"{shown} is owned by uid {info.st_uid}: a rewrite would make it "
+                           "yours")
+    if os.geteuid() != 0 and info.st_gid not in (os.getegid(), *os.getgroups()):
+        raise WriteRefused(f"{shown} belongs to group {info.st_gid}, which a rewritten file "
+                           "cannot be given")
+    return target, info
+
+
+def write_file(file_fix: FileFix, target: Path, info: os.stat_result) -> None:
+    """Replace `target` by the fixed text, in the file's own encoding, mode and group."""
     from ckptlint.source import SourceError, decode_source
 
-    path = Path(file_fix.filename)
     try:
-        original = path.read_bytes()
+        original = target.read_bytes()
         if decode_source(original) != file_fix.original:
-            return "the file changed while it was being fixed; left unchanged"
-        write_atomic(path, encode_like(original, file_fix.text), mode=path.stat().st_mode)
+            raise WriteError("the file changed while it was being fixed; left unchanged")
+        write_atomic(target, encode_like(original, file_fix.text), mode=info.st_mode)
+        if os.stat(target).st_gid != info.st_gid:
+            os.chown(target, -1, info.st_gid)
+            os.chmod(target, stat.S_IMODE(info.st_mode))  # chown may clear set-id bits
     except (OSError, SourceError, UnicodeEncodeError, SyntaxError) as error:
-        return f"cannot write: {error}"
-    return None
+        raise WriteError(f"cannot write: {error}") from None
 
 
 # -- --add-noqa ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import click
 from ckptlint.config import Config
 from ckptlint.engine import LintResult
 from ckptlint.findings import Finding
-from ckptlint.output import OutputContext, render
+from ckptlint.output import OutputContext, encode_report, render
 from ckptlint.output.common import statistics
 
 HUMAN_FORMATS = ("text", "concise", "full", "grouped", "pylint")
@@ -76,13 +76,17 @@ def relint_all(options: CheckOptions) -> LintResult:
 
 
 def emit(text: str, options: CheckOptions) -> None:
+    data = encode_report(text)
     if options.output_file:
         path = Path(options.output_file)
         if path.parent and not path.parent.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
     else:
-        click.echo(text, nl=False)
+        sys.stdout.flush()
+        stream = click.get_binary_stream("stdout")
+        stream.write(data)
+        stream.flush()
 
 
 def render_findings(findings: list[Finding], result: LintResult, options: CheckOptions,
@@ -152,7 +156,7 @@ def run_check(result: LintResult, options: CheckOptions) -> int:
 
 
 def do_fix(result: LintResult, options: CheckOptions) -> int:
-    from ckptlint.autofix import fix_findings, unified_diff, write_fix
+    from ckptlint.autofix import fix_findings, unified_diff, write_fixes
 
     unsafe = options.unsafe_fixes
     file_fixes, remaining = fix_findings(result.findings, result.sources, unsafe,
@@ -197,11 +201,9 @@ def do_fix(result: LintResult, options: CheckOptions) -> int:
             return 1
         return 0
 
-    for file_fix in changed:
-        problem = write_fix(file_fix)
+    for file_fix, problem in write_fixes(changed):
         if problem is not None:
-            note(f"ckptlint: error: {file_fix.filename}: {problem}")
-            errors += 1
+            errors += not write_refused(file_fix.filename, problem)
             fixed -= len(file_fix.fixed)
     if changed:
         # What is left, as a fresh run sees it (cross-file findings included).
@@ -221,8 +223,20 @@ def do_fix(result: LintResult, options: CheckOptions) -> int:
     return 1 if remaining and not options.exit_zero else 0
 
 
+def write_refused(filename: str, problem) -> bool:
+    """Say why a file was not written; whether it was refused on purpose (its findings stay:
+    exit 1) rather than failed (exit 2)."""
+    from ckptlint.autofix import WriteRefused
+
+    if isinstance(problem, WriteRefused):
+        note(f"ckptlint: {filename}: not rewritten: {problem}")
+        return True
+    note(f"ckptlint: error: {filename}: {problem}")
+    return False
+
+
 def do_add_noqa(result: LintResult, options: CheckOptions) -> int:
-    from ckptlint.autofix import add_noqa, write_fix, FileFix
+    from ckptlint.autofix import FileFix, add_noqa, write_fixes
 
     by_file: dict[str, list[Finding]] = {}
     stdin_name = options.stdin_filename or "-"
@@ -233,7 +247,8 @@ def do_add_noqa(result: LintResult, options: CheckOptions) -> int:
             continue
         by_file.setdefault(finding.filename, []).append(finding)
     added = 0
-    errors = 0
+    counts: dict[str, int] = {}
+    edited: list[FileFix] = []
     for filename, findings in by_file.items():
         text = result.sources.get(filename)
         if text is None and options.reading_stdin and filename == stdin_name:
@@ -244,14 +259,18 @@ def do_add_noqa(result: LintResult, options: CheckOptions) -> int:
         if options.reading_stdin and filename == stdin_name:
             click.echo(new_text, nl=False)
             added += count
-            continue
-        if not count:
-            continue
-        problem = write_fix(FileFix(filename, text, new_text))
-        if problem is not None:
-            note(f"ckptlint: error: {filename}: {problem}")
+        elif count:
+            counts[filename] = count
+            edited.append(FileFix(filename, text, new_text))
+    errors = refused = 0
+    for file_fix, problem in write_fixes(edited):
+        if problem is None:
+            added += counts[file_fix.filename]
+        elif write_refused(file_fix.filename, problem):
+            refused += 1
+        else:
             errors += 1
-            continue
-        added += count
     note(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
-    return 2 if errors else 0
+    if errors:
+        return 2
+    return 1 if refused and not options.exit_zero else 0

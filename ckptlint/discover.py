@@ -1,14 +1,18 @@
-"""Which files a run lints: paths expanded, excludes and git-ignored files left out."""
+"""Which files a run lints: paths expanded, excludes and git-ignored files left out.
+
+A path that cannot be read is reported, never skipped: a missing path is kept as a file (its
+read gives its CKP999), a folder that cannot be listed is kept with the reason.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ckptlint.config import Config, ConfigError, relative_posix
+from ckptlint.config import Config, relative_posix
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 
@@ -60,6 +64,7 @@ def glob_matches(pattern: str, relative_path: str) -> bool:
 class Discovery:
     files: list[Path]
     explicit: set[Path]
+    unreadable: dict[Path, str] = field(default_factory=dict)  # folders not listed: why
 
 
 def is_excluded(path: Path, config: Config, base: Path | None = None) -> bool:
@@ -82,43 +87,44 @@ def discover(paths: list[str], config: Config, force_exclude: bool = False) -> D
     """Expand the given paths into the Python files to lint, in a stable order."""
     files: list[Path] = []
     explicit: set[Path] = set()
+    unreadable: dict[Path, str] = {}
     for given in paths:
         path = Path(given)
-        if not os.path.lexists(path):
-            raise ConfigError(f"{given}: no such file or directory")
-        if path.is_dir():
-            walked = walk(path, config)
+        if os.path.isdir(path):  # (False, not an error, inside a folder we may not read)
+            walked, locked = walk(path, config)
             # A folder named explicitly is linted even when git ignores the folder itself
             # (asked first: linting an installed package under an ignored .venv then costs
             # no per-file query).
             if not git_ignored([path]):
-                ignored = git_ignored(walked)
+                ignored = git_ignored([*walked, *locked])
                 walked = [f for f in walked if f not in ignored]
+                locked = {folder: why for folder, why in locked.items() if folder not in ignored}
             files.extend(walked)
+            unreadable.update(locked)
         else:
             if force_exclude and is_excluded(path, config):
                 continue
-            files.append(path)
+            files.append(path)  # missing or not: reading it tells
             explicit.add(path)
-    return Discovery(list(dict.fromkeys(files)), explicit)
+    return Discovery(list(dict.fromkeys(files)), explicit, unreadable)
 
 
-def walk(folder: Path, config: Config) -> list[Path]:
+def walk(folder: Path, config: Config) -> tuple[list[Path], dict[Path, str]]:
+    """The Python files below `folder`, and the folders that could not be listed (why)."""
     found: list[Path] = []
+    unreadable: dict[Path, str] = {}
     seen: set[tuple[int, int]] = set()
 
     def visit(directory: Path) -> None:
         try:
             stat = directory.stat()
-        except OSError:
-            return
-        key = (stat.st_dev, stat.st_ino)
-        if key in seen:
-            return  # a symlink loop or a folder reached twice
-        seen.add(key)
-        try:
+            key = (stat.st_dev, stat.st_ino)
+            if key in seen:
+                return  # a symlink loop or a folder reached twice
+            seen.add(key)
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError:
+        except OSError as error:
+            unreadable[directory] = f"cannot read: {error.strerror or error}"
             return
         for entry in entries:
             try:
@@ -143,13 +149,13 @@ def walk(folder: Path, config: Config) -> list[Path]:
                 found.append(path)
 
     visit(folder)
-    return found
+    return found, unreadable
 
 
 def git_work_tree(path: Path) -> Path | None:
     """The nearest folder at or above `path` that holds a `.git` (a folder, or a file naming
     one: worktrees, submodules); None outside git (cheap: spares resolving every file)."""
-    return next((folder for folder in (path, *path.parents) if (folder / ".git").exists()),
+    return next((folder for folder in (path, *path.parents) if os.path.exists(folder / ".git")),
                 None)
 
 

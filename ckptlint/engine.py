@@ -33,7 +33,8 @@ from ckptlint.apis import api_table, trigger_names
 from ckptlint.config import Config
 from ckptlint.discover import discover
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
-from ckptlint.reading import SourceError, decode_source, parse_ast, read_bytes
+from ckptlint.reading import (Limits, SourceError, check_nodes, decode_source, parse_ast,
+                               read_bytes)
 
 PARSE_ERROR = "CKP999"
 STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
@@ -116,7 +117,8 @@ class Linter:
         self.config = config
         self.enabled = config.enabled_codes()
         self.prefilter = Prefilter(config)
-        self.project = Project(list(config.import_roots), display_base=Path.cwd())
+        self.project = Project(list(config.import_roots), display_base=Path.cwd(),
+                               limits=Limits(config.max_file_size, config.max_analysis_nodes))
         self._analysis = None
         self._confirmer = None
 
@@ -188,6 +190,8 @@ class Linter:
                          analyse: bool) -> FileResult:
         result = FileResult(display, text)
         try:
+            # Before any parser: CPython's alone can take hundreds of megabytes.
+            check_nodes(text, self.config.max_analysis_nodes)
             tree = parse_ast(text, display)
             name, is_package = self.project.module_name(path)
             result.candidate = True
@@ -317,10 +321,13 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
     linter = Linter(config)
     targets: list[tuple[Path, str]] = []
     stdin_result = None
+    unreadable: list[FileResult] = []  # folders that could not be listed
     if stdin_text is not None:
         paths = [p for p in paths if p != "-"]
     if paths:
         discovery = discover(paths, config, force_exclude=force_exclude)
+        unreadable = [error_result(str(folder), reason)
+                      for folder, reason in discovery.unreadable.items()]
         folders: set[str] = set()
         for path in discovery.files:
             folder = os.path.dirname(path)
@@ -341,7 +348,7 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
         if stdin_result is None:
             stdin_result = linter.lint_file(Path(display), display, stdin_text)
     run = Run(linter, targets, jobs=jobs, use_cache=use_cache)
-    file_results = run.execute()
+    file_results = run.execute() + unreadable
     if stdin_result is not None:
         file_results.insert(0, stdin_result)
     result = finish(file_results, config, ignore_noqa, sources=run.sources)

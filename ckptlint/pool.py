@@ -13,14 +13,25 @@ which files a worker had started and not finished: those are examined again one 
 in a process of its own, and the one whose process dies again becomes a CKP999 finding; the
 other unfinished files go to a fresh pool. The run always ends, and every other file is
 reported.
+
+Workers also end when the main process does, however it ends (SIGKILL included): forked
+workers inherit the executor's pipes from the main process and from each other, so they
+would wait forever for work, or finish a long analysis, for nobody. The main process holds
+the write end of one more pipe for as long as it lives; each worker closes its own copy and
+watches the read end from a thread, which sees end-of-file when the main process is gone
+and exits the worker at once (`watch_parent`). A pipe works on every system that forks, not
+only where Linux's prctl(PR_SET_PDEATHSIG) does. (Spawned workers, where fork is not used,
+hold no copy of the executor's pipes: they see them close and stop on their own.)
 """
 
 from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import signal
 import sys
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -34,6 +45,7 @@ Item = tuple[int, str, str]  # (index, path, display)
 _linter = None
 _cache = None
 _status = None
+_parent_pipe: tuple[int, int] | None = None  # (read, write), made once by the main process
 
 
 def _context():
@@ -44,9 +56,34 @@ def _context():
     return multiprocessing.get_context()
 
 
-def _initialize(config, roots: list[str], cache, status) -> None:
+def parent_pipe() -> tuple[int, int]:
+    """The pipe whose write end this (main) process holds until it dies."""
+    global _parent_pipe
+    if _parent_pipe is None:
+        _parent_pipe = os.pipe()
+    return _parent_pipe
+
+
+def watch_parent(read_end: int, write_end: int) -> None:
+    """In a forked worker: exit as soon as the process holding `write_end` is gone."""
+    os.close(write_end)  # this worker's own copy: else it would keep the pipe open itself
+
+    def wait() -> None:
+        try:
+            while os.read(read_end, 1):  # nothing is ever written: returns at end-of-file
+                pass
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=wait, name="ckptlint-parent-watch", daemon=True).start()
+
+
+def _initialize(config, roots: list[str], cache, status, watch: tuple[int, int] | None
+                ) -> None:
     global _linter, _cache, _status
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    if watch is not None:
+        watch_parent(*watch)
     from ckptlint.engine import Linter
 
     _linter = Linter(config)
@@ -92,9 +129,11 @@ class WorkerPool:
 
     def _new_executor(self, workers: int) -> ProcessPoolExecutor:
         self.launched = False
+        watch = parent_pipe() if self.context.get_start_method() == "fork" else None
         return ProcessPoolExecutor(max_workers=workers, mp_context=self.context,
                                    initializer=_initialize,
-                                   initargs=(self.config, self.roots, self.cache, self.status))
+                                   initargs=(self.config, self.roots, self.cache, self.status,
+                                             watch))
 
     def submit(self, items: list[tuple[int, Path, str]], *, analyse: bool) -> None:
         chunk = [(index, str(path), display) for index, path, display in items]

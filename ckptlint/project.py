@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from ckptlint.reading import SourceError
+from ckptlint.reading import Limits, SourceError
 
 if TYPE_CHECKING:  # ckptlint.source imports libcst: only when a module is parsed
     from ckptlint.source import SourceModule
@@ -20,7 +21,8 @@ def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
     known = {} if known is None else known
     folder = path.parent
     climbed = []
-    while folder not in known and (folder / "__init__.py").is_file() and folder.parent != folder:
+    while (folder not in known and os.path.isfile(folder / "__init__.py")
+           and folder.parent != folder):
         climbed.append(folder)
         folder = folder.parent
     root = known.setdefault(folder, folder)
@@ -32,9 +34,11 @@ def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
 class Project:
     """Maps files to dotted module names and back, and keeps each parsed module once."""
 
-    def __init__(self, roots: list[Path], display_base: Path | None = None) -> None:
+    def __init__(self, roots: list[Path], display_base: Path | None = None,
+                 limits: Limits = Limits()) -> None:
         self.roots = [root.resolve() for root in roots]
         self.display_base = display_base
+        self.limits = limits  # for the modules read to follow calls
         self._by_path: dict[Path, SourceModule | None] = {}
         self.parse_errors: dict[Path, str] = {}
         self._module_names: dict[Path, frozenset[str] | None] = {}
@@ -102,7 +106,8 @@ class Project:
 
             name, is_package = self.module_name(path)
             try:
-                self._by_path[path] = load_module(path, self.display_name(path), name, is_package)
+                self._by_path[path] = load_module(path, self.display_name(path), name,
+                                                  is_package, self.limits.read_text(path))
             except SourceError as error:
                 self.parse_errors[path] = str(error)
                 self._by_path[path] = None
@@ -119,7 +124,7 @@ class Project:
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
                 if self.accessed is not None:
                     self.accessed.add(candidate)
-                if candidate.is_file():
+                if os.path.isfile(candidate):  # (False in a folder we may not read)
                     return candidate
         return None
 
@@ -144,15 +149,16 @@ class Project:
         if path not in self._module_names:
             dotted, is_package = self.module_name(path)
             own = set(self._dotted_names(path, is_package)) if is_package else set()
-            self._module_names[path] = module_level_names(path, dotted, is_package, own)
+            self._module_names[path] = module_level_names(path, dotted, is_package, own,
+                                                          self.limits)
         names = self._module_names[path]
         return names is None or name in names
 
 
 def module_level_names(path: Path, module_name: str, is_package: bool,
-                       own_names: set[str]) -> frozenset[str] | None:
+                       own_names: set[str], limits: Limits) -> frozenset[str] | None:
     """Names a module may bind in its own namespace (`global` declarations in functions
-    included); None when the file cannot be read or parsed.
+    included); None when the file cannot be read or parsed, or is over `limits`.
 
     Left out: star imports, as `scopes.py` leaves them out (what they bind is not known
     without the imported module), and a package importing its own submodule under its own
@@ -163,10 +169,10 @@ def module_level_names(path: Path, module_name: str, is_package: bool,
     import ast
 
     from ckptlint.modnames import resolve_relative
-    from ckptlint.reading import decode_source, parse_ast
+    from ckptlint.reading import parse_ast
 
     try:
-        text = decode_source(path.read_bytes())
+        text = limits.read_text(path)
         tree = parse_ast(text, str(path))
     except (OSError, SourceError, RecursionError):
         return None

@@ -62,12 +62,6 @@ class SourceModule:
 
 
 def load_module(path: Path, display: str, name: str, is_package: bool,
-                text: str | None = None) -> SourceModule:
-    if text is None:
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise SourceError(f"cannot read: {error.strerror or error}") from None
-        text = decode_source(data)
+                text: str) -> SourceModule:
     return SourceModule(path=path, display=display, name=name, is_package=is_package,
                         text=text, tree=parse_text(text, display))

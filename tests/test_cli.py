@@ -90,9 +90,10 @@ def test_unknown_selector_is_a_usage_error(tmp_path: Path) -> None:
     assert "unknown rule selector `CKP777`" in result.stderr
 
 
-def test_missing_path_exit_2(tmp_path: Path) -> None:
+def test_missing_path_is_a_ckp999(tmp_path: Path) -> None:
     result = run_cli("nowhere.py", cwd=tmp_path)
-    assert result.returncode == 2 and "nowhere.py: no such file or directory" in result.stderr
+    assert result.returncode == 1
+    assert "nowhere.py:1:1: CKP999 cannot read: No such file or directory" in result.stdout
 
 
 def test_noqa_forms(tmp_path: Path) -> None:

@@ -1,6 +1,9 @@
 """Output formats: one module per format, each exposing `render(findings, context) -> str`.
 
-Modules are imported only when their format is asked for.
+Modules are imported only when their format is asked for. A file name that is not UTF-8
+reaches them as Python keeps it (its undecodable bytes as lone surrogates); `encode_report`
+writes those back as the name's own bytes, and the JSON formats, which must be valid UTF-8,
+escape them first (`common.to_json`).
 """
 
 from __future__ import annotations
@@ -38,3 +41,12 @@ class OutputContext:
 def render(format_name: str, findings: Sequence[Finding], context: OutputContext) -> str:
     module = importlib.import_module(FORMATS[format_name])
     return module.render(list(findings), context)
+
+
+def encode_report(text: str) -> bytes:
+    """A rendered report as the bytes to write (UTF-8, file names as the file system has
+    them), whatever the locale would do with it."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that is no file name's byte
+        return text.encode("utf-8", "backslashreplace")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 
 from ckptlint.catalogue import rule_info
@@ -10,6 +12,15 @@ from ckptlint.output import OutputContext
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def to_json(value, **options) -> str:
+    """`json.dumps` keeping text as it is, except lone surrogates (the bytes of a file name
+    that is not UTF-8), written as `\\udcXX` escapes: the report stays valid UTF-8, and
+    `json.loads` then `os.fsencode` give the name's bytes back."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    return LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def is_fixable(finding: Finding, context: OutputContext) -> bool:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
+from ckptlint.output.common import to_json
 
 
 def render(findings: list[Finding], context: OutputContext) -> str:
-    return json.dumps([finding.to_json() for finding in findings], indent=2,
-                      ensure_ascii=False) + "\n"
+    return to_json([finding.to_json() for finding in findings], indent=2) + "\n"

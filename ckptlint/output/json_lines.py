@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
+from ckptlint.output.common import to_json
 
 
 def render(findings: list[Finding], context: OutputContext) -> str:
-    return "".join(json.dumps(f.to_json(), ensure_ascii=False) + "\n" for f in findings)
+    return "".join(to_json(f.to_json()) + "\n" for f in findings)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from pathlib import Path, PurePath
 from urllib.parse import quote
@@ -11,7 +11,7 @@ from ckptlint import __version__
 from ckptlint.catalogue import rule_info
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
-from ckptlint.output.common import SARIF_LEVELS
+from ckptlint.output.common import SARIF_LEVELS, to_json
 from ckptlint.output.text import site_suffix
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -49,11 +49,12 @@ def rule_descriptor(code: str) -> dict:
 
 
 def uri(filename: str) -> str:
-    """A relative URI for a relative path (SARIF consumers resolve it from the checkout)."""
+    """A relative URI for a relative path (SARIF consumers resolve it from the checkout),
+    percent-encoding the name's bytes (a name that is not UTF-8 too)."""
     path = PurePath(filename)
     if path.is_absolute():
         return Path(filename).as_uri()
-    return quote(path.as_posix(), safe="/")
+    return quote(os.fsencode(path.as_posix()), safe="/")
 
 
 def result(finding: Finding, rule_index: dict[str, int]) -> dict:
@@ -103,4 +104,4 @@ def render(findings: list[Finding], context: OutputContext) -> str:
             "columnKind": "unicodeCodePoints",
         }],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return to_json(log, indent=2) + "\n"
