@@ -92,7 +92,7 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
         click.echo(f"ckptlint: {error}", err=True)
         ctx.exit(2)
     from ckptlint.dynamic.profile_report import SiteKeys, build_report, load_events
-    from ckptlint.dynamic.runner import count_events, run_watched
+    from ckptlint.dynamic.runner import EventCounter, run_watched
 
     keys = SiteKeys(static_sites(list(paths) or ["."], config))
     workdir = tempfile.mkdtemp(prefix="ckptlint-profile-")
@@ -106,9 +106,10 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
         })
 
         started = time.monotonic()
+        counter = EventCounter(events_path)
 
         def progress(_line: str) -> None:   # the runner counts the recorder's file, not ours
-            calls, sites = count_events(events_path)
+            calls, sites = counter.update()
             click.echo(f"ckptlint profile: {time.monotonic() - started:.0f} s, {sites} "
                        f"checkpoint sites seen, {calls} calls profiled", err=True)
 

@@ -42,23 +42,51 @@ def _pump(stream, sink, tail: collections.deque | None):
         stream.close()
 
 
-def count_events(path: str) -> tuple[int, int]:
-    """(calls, sites) in an events file so far, for progress lines."""
-    calls, sites = 0, set()
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if '"ev": "call"' in line:
-                    calls += 1
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        continue
-                    site = event.get("site")
-                    sites.add(tuple(site[:2]) if site else None)
-    except OSError:
-        pass
-    return calls, len(sites)
+class EventCounter:
+    """Calls and sites in a growing events file, for progress lines: each look reads on from
+    where the last one stopped (whole lines only), so a long run costs no re-reading."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: str):
+        self.path = path
+        self.offset = 0
+        self.calls = 0
+        self.sites: set = set()
+
+    def update(self) -> tuple[int, int]:
+        """(calls, sites) so far."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                while True:
+                    chunk = handle.read(self.CHUNK)
+                    end = chunk.rfind(b"\n") + 1
+                    if not end:
+                        if len(chunk) < self.CHUNK:
+                            break           # the last line is still being written
+                        end = len(chunk)    # one huge line: not an event we count
+                    for line in chunk[:end].splitlines():
+                        self._count(line)
+                    self.offset += end
+                    handle.seek(self.offset)
+        except OSError:
+            pass
+        return self.calls, len(self.sites)
+
+    def _count(self, line: bytes) -> None:
+        if b'"ev": "call"' not in line and b'"ev": "summary"' not in line:
+            return
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if event.get("ev") == "summary":
+            self.calls += int(event.get("calls") or 0)
+        elif not event.get("sample"):
+            self.calls += 1
+        site = event.get("site")
+        self.sites.add(tuple(site[:2]) if site else None)
 
 
 def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
@@ -106,6 +134,7 @@ def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
                  threading.Thread(target=_pump, args=(proc.stderr, output, tail), daemon=True)]
         for pump in pumps:
             pump.start()
+        counter = EventCounter(out_path)
         next_progress = start + progress_every
         while True:
             try:
@@ -129,7 +158,7 @@ def run_watched(command: Sequence[str], *, plan: dict[str, Any] | None = None,
                 _stop(proc)
                 break
             if progress is not None and now >= next_progress:
-                calls, sites = count_events(out_path)
+                calls, sites = counter.update()
                 progress(f"ckptlint: {now - start:.0f} s, {sites} checkpoint sites seen, "
                          f"{calls} calls watched")
                 next_progress = now + progress_every
