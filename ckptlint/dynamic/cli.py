@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ckptlint.dynamic.runner import end_by_signal
 from ckptlint.output import FORMATS, OutputContext, render
 
 USAGE_EXAMPLE = "ckptlint dynamic src/ -- python train.py --steps 2"
@@ -91,8 +92,10 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
     ...`, `python -m ...`) then runs with every checkpoint's forward and replay watched.
 
     Verdicts: confirmed, cleared, unexercised, static-only, error. Exit status: 1 if anything
-    is confirmed; else 2 if the command could not start or exited non-zero; else 0. The
-    command's own output goes to stderr; verdicts go to stdout.
+    is confirmed; else 2 if the command could not start or exited non-zero; else 0. SIGTERM or
+    Ctrl-C stops the command (its whole process group), prints the verdicts so far and ends
+    ckptlint by the same signal. The command's own output goes to stderr; verdicts go to
+    stdout.
     """
     command = ctx.meta.get("ckptlint.dynamic.command") or []
     if not command:
@@ -123,4 +126,6 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
     info.report_failure(timeout)
     sys.stdout.write(render(output_format, judged, OutputContext()))
     sys.stdout.flush()
+    if info.signal is not None:
+        end_by_signal(info.signal)
     ctx.exit(exit_status(judged, info))

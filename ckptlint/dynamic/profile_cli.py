@@ -19,6 +19,7 @@ import time
 import click
 
 from ckptlint.dynamic.cli import DynamicCommand, require_torch
+from ckptlint.dynamic.runner import end_by_signal
 
 USAGE_EXAMPLE = "ckptlint profile src/ -- python train.py --steps 3"
 OBSERVER = "ckptlint.dynamic.profile_observer:observer"
@@ -139,6 +140,8 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
         except Exception as error:
             click.echo(f"ckptlint: could not write {plot_file}: {error}", err=True)
             ctx.exit(2)
+    if info.signal is not None:
+        end_by_signal(info.signal)
     ctx.exit(2 if info.failed else 0)
 
 

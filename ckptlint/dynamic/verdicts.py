@@ -13,6 +13,7 @@ import json
 import linecache
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -295,7 +296,7 @@ class RunInfo:
     returncode: int | None = None
     start_error: str | None = None
     timed_out: bool = False
-    interrupted: bool = False
+    signal: int | None = None     # SIGTERM/SIGINT that ckptlint received and passed on
     stderr_tail: str = ""
     stderr_lines: list[str] = field(default_factory=list)
 
@@ -315,7 +316,7 @@ class RunInfo:
 
     @property
     def failed(self) -> bool:
-        return (self.start_error is not None or self.timed_out or self.interrupted
+        return (self.start_error is not None or self.timed_out or self.signal is not None
                 or self.returncode not in (0, None))
 
     def report_failure(self, timeout: float | None) -> None:
@@ -333,11 +334,18 @@ class RunInfo:
             return f"the command could not start ({self.start_error})"
         if self.timed_out:
             return "the command was stopped at the time limit"
-        if self.interrupted:
-            return "the command was interrupted"
+        if self.signal is not None:
+            return f"the command was stopped: ckptlint received {signal_name(self.signal)}"
         if self.returncode not in (0, None):
             return f"the command exited with status {self.returncode}"
         return "the command finished"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _short(path: str) -> str:
