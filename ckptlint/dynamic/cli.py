@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from typing import Callable
 
 import click
 
+from ckptlint.dynamic.runner import end_by_signal
 from ckptlint.output import FORMATS, OutputContext, render
 
 USAGE_EXAMPLE = "ckptlint dynamic src/ -- python train.py --steps 2"
@@ -45,25 +47,97 @@ def require_torch(ctx: click.Context, command: str) -> None:
         ctx.exit(2)
 
 
-def static_analysis(paths: list[str], config_file: str | None, findings_file: str | None):
-    """(findings, sites, CKP501 enabled) from the static engine or a saved JSON run."""
+POSITION = {"row": int, "column": int}
+# What `ckptlint --format json` writes for a finding (the keys dynamic mode reads).
+FINDING_SHAPE = {"code": str, "message": str, "filename": str, "location": POSITION,
+                 "end_location": POSITION}
+OPTIONAL_SHAPE = {
+    "site": {"filename": str, "row": int, "column": int},
+    "target": {"filename": str, "row": int, "qualname": str},
+    "chain": [str],
+    "fix": {"applicability": str, "message": str,
+            "edits": [{"content": str, "location": POSITION, "end_location": POSITION}]},
+}
+
+
+class FindingsFileError(Exception):
+    """A --findings file that cannot be read as findings (one line: the file and the fault)."""
+
+
+def _kind(value) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "true/false",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def shape_problem(value, shape, where: str) -> str | None:
+    """What in `value` does not fit `shape` (a type, {key: shape} or [shape]), or None."""
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where} is {_kind(value)}, not an object"
+        for key, inner in shape.items():
+            if key not in value:
+                return f"{where} has no \"{key}\""
+            problem = shape_problem(value[key], inner, f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is {_kind(value)}, not an array"
+        for index, item in enumerate(value):
+            problem = shape_problem(item, shape[0], f"{where}[{index}]")
+            if problem:
+                return problem
+        return None
+    if not isinstance(value, shape) or (shape is int and isinstance(value, bool)):
+        wanted = {int: "an integer", str: "a string"}[shape]
+        return f"{where} is {_kind(value)}, not {wanted}"
+    return None
+
+
+def load_findings(path: str):
+    """The findings of a saved `ckptlint --format json` run; FindingsFileError if it is not one."""
     from ckptlint.findings import Finding
 
-    if findings_file:
-        with open(findings_file, encoding="utf-8") as handle:
+    try:
+        with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-        return [Finding.from_json(item) for item in data], [], True
+    except OSError as error:
+        raise FindingsFileError(f"{path}: cannot read it ({error.strerror or error})") from None
+    except UnicodeDecodeError:
+        raise FindingsFileError(f"{path}: not UTF-8 text") from None
+    except ValueError as error:
+        raise FindingsFileError(f"{path}: not JSON ({error})") from None
+    expected = "expected a JSON array of findings as `ckptlint --format json` writes it"
+    if not isinstance(data, list):
+        raise FindingsFileError(f"{path}: {expected}, got {_kind(data)}")
+    findings = []
+    for index, item in enumerate(data, 1):
+        where = f"finding {index}"
+        problem = shape_problem(item, FINDING_SHAPE, where)
+        for key, shape in OPTIONAL_SHAPE.items():
+            if problem is None and isinstance(item, dict) and item.get(key) is not None:
+                problem = shape_problem(item[key], shape, f"{where}.{key}")
+        if problem is None:
+            try:
+                findings.append(Finding.from_json(item))
+            except (TypeError, ValueError, KeyError) as error:
+                problem = f"{where}: {error}"
+        if problem:
+            raise FindingsFileError(f"{path}: {expected}; {problem}")
+    return findings
+
+
+def static_analysis(paths: list[str], config_file: str | None, findings_file: str | None):
+    """(findings, sites, CKP501 enabled) from the static engine or a saved JSON run."""
+    if findings_file:
+        return load_findings(findings_file), [], True
     from ckptlint.config import load_config
     from ckptlint.engine import lint
 
     config = load_config(paths, config_file)
     result = lint(paths, config)
-    enabled = True
-    try:
-        enabled = "CKP501" in config.enabled_codes()
-    except Exception:
-        pass
-    return list(result.findings), list(result.sites), enabled
+    return list(result.findings), list(result.sites), "CKP501" in config.enabled_codes()
 
 
 @click.command("dynamic", cls=DynamicCommand,
@@ -91,26 +165,47 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
     ...`, `python -m ...`) then runs with every checkpoint's forward and replay watched.
 
     Verdicts: confirmed, cleared, unexercised, static-only, error. Exit status: 1 if anything
-    is confirmed; else 2 if the command could not start or exited non-zero; else 0. The
+    is confirmed; else 2 if the command could not start or exited non-zero, or on a bad
+    configuration or --findings file; else 0. SIGTERM or Ctrl-C stops the command (its whole
+    process group), prints the verdicts so far and ends ckptlint by the same signal. The
     command's own output goes to stderr; verdicts go to stdout.
     """
     command = ctx.meta.get("ckptlint.dynamic.command") or []
     if not command:
         raise click.UsageError(f"give the command to run after `--`, e.g. `{USAGE_EXAMPLE}`")
     require_torch(ctx, "dynamic")
+    status, signum = guarded(lambda: watch_and_judge(
+        command, list(paths) or ["."], config_file, findings_file, output_format, replay_now,
+        timeout, progress_every))
+    if signum is not None:
+        end_by_signal(signum)
+    ctx.exit(status)
+
+
+def guarded(work: Callable[[], tuple[int, int | None]]) -> tuple[int, int | None]:
+    """Run `work`; a configuration error, an unusable --findings file or an internal error is
+    one line on stderr and exit 2 (never a traceback, never the 1 that means "confirmed")."""
+    from ckptlint.cli import internal_error
+    from ckptlint.config import ConfigError
+
+    try:
+        return work()
+    except (ConfigError, FindingsFileError) as error:
+        click.echo(f"ckptlint: error: {error}", err=True)
+        sys.exit(2)
+    except Exception as error:  # noqa: BLE001 - never a traceback
+        internal_error(error)
+
+
+def watch_and_judge(command: list[str], paths: list[str], config_file: str | None,
+                    findings_file: str | None, output_format: str, replay_now: bool,
+                    timeout: float | None, progress_every: float) -> tuple[int, int | None]:
+    """Lint (or read --findings), run the command watched, print the verdicts.
+    Returns (exit status, the signal that stopped the run or None)."""
     from ckptlint.dynamic.runner import run_watched
     from ckptlint.dynamic.verdicts import build_plan, exit_status, judge_all
 
-    try:
-        findings, sites, ckp501 = static_analysis(list(paths) or ["."], config_file,
-                                                  findings_file)
-    except Exception as error:  # config errors and the like: exit 2 naming the problem
-        name = type(error).__name__
-        if name not in ("ConfigError", "OSError", "FileNotFoundError", "JSONDecodeError",
-                        "KeyError", "ValueError"):
-            raise
-        click.echo(f"ckptlint: {error}", err=True)
-        ctx.exit(2)
+    findings, sites, ckp501 = static_analysis(paths, config_file, findings_file)
     plan = build_plan(findings, sites)
 
     def progress(line: str) -> None:
@@ -123,4 +218,4 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
     info.report_failure(timeout)
     sys.stdout.write(render(output_format, judged, OutputContext()))
     sys.stdout.flush()
-    ctx.exit(exit_status(judged, info))
+    return exit_status(judged, info), info.signal

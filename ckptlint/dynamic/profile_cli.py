@@ -18,7 +18,8 @@ import time
 
 import click
 
-from ckptlint.dynamic.cli import DynamicCommand, require_torch
+from ckptlint.dynamic.cli import DynamicCommand, guarded, require_torch
+from ckptlint.dynamic.runner import end_by_signal
 
 USAGE_EXAMPLE = "ckptlint profile src/ -- python train.py --steps 3"
 OBSERVER = "ckptlint.dynamic.profile_observer:observer"
@@ -31,9 +32,12 @@ GRAD_CHECK_NOTE = ("--grad-check ran each checked segment twice more before its 
 
 def static_sites(paths: list[str], config):
     """Checkpoint sites of the static pass, used only to key runtime calls by site."""
+    from ckptlint.config import ConfigError
     from ckptlint.engine import lint
     try:
         return list(lint(paths, config).sites)
+    except ConfigError:
+        raise
     except Exception as error:  # keying falls back to runtime positions
         click.echo(f"ckptlint profile: static pass failed ({error}); sites are keyed by "
                    "their runtime positions", err=True)
@@ -84,17 +88,25 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
         click.echo(f"ckptlint: {plot_install_message()}", err=True)
         ctx.exit(2)
     require_torch(ctx, "profile")
-    from ckptlint.config import ConfigError, load_config
+    status, signum = guarded(lambda: profile_and_report(
+        command, list(paths) or ["."], config_file, output_format, plot_file, grad_check,
+        measure_peak, timeout))
+    if signum is not None:
+        end_by_signal(signum)
+    ctx.exit(status)
 
-    try:
-        config = load_config(list(paths) or ["."], config_file)
-    except ConfigError as error:
-        click.echo(f"ckptlint: {error}", err=True)
-        ctx.exit(2)
+
+def profile_and_report(command: list[str], paths: list[str], config_file: str | None,
+                       output_format: str, plot_file: str | None, grad_check: bool,
+                       measure_peak: bool, timeout: float | None) -> tuple[int, int | None]:
+    """Run the command profiled and print the report. Returns (exit status, the signal that
+    stopped the run or None)."""
+    from ckptlint.config import load_config
     from ckptlint.dynamic.profile_report import SiteKeys, build_report, load_events
-    from ckptlint.dynamic.runner import count_events, run_watched
+    from ckptlint.dynamic.runner import EventCounter, run_watched
 
-    keys = SiteKeys(static_sites(list(paths) or ["."], config))
+    config = load_config(paths, config_file)
+    keys = SiteKeys(static_sites(paths, config))
     workdir = tempfile.mkdtemp(prefix="ckptlint-profile-")
     try:
         events_path = os.path.join(workdir, "profile.jsonl")
@@ -104,11 +116,11 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
             "CKPTLINT_PROFILE_OPTIONS": json.dumps({"grad_check": grad_check,
                                                     "measure_peak": measure_peak}),
         })
-
         started = time.monotonic()
+        counter = EventCounter(events_path)
 
         def progress(_line: str) -> None:   # the runner counts the recorder's file, not ours
-            calls, sites = count_events(events_path)
+            calls, sites = counter.update()
             click.echo(f"ckptlint profile: {time.monotonic() - started:.0f} s, {sites} "
                        f"checkpoint sites seen, {calls} calls profiled", err=True)
 
@@ -130,6 +142,7 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
         from ckptlint.output.profile_table import render_text
         sys.stdout.write(render_text(records, notes=notes, command_seconds=watched.seconds))
     sys.stdout.flush()
+    status = 2 if info.failed else 0
     if plot_file and records:
         from ckptlint.output.profile_table import write_plot
         try:
@@ -137,8 +150,8 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
             click.echo(f"ckptlint: wrote the chart to {plot_file}", err=True)
         except Exception as error:
             click.echo(f"ckptlint: could not write {plot_file}: {error}", err=True)
-            ctx.exit(2)
-    ctx.exit(2 if info.failed else 0)
+            status = 2
+    return status, info.signal
 
 
 def _notes(report, records, grad_check: bool, measure_peak: bool) -> list[str]:

@@ -5,17 +5,29 @@ processes can share the file and a crash loses nothing already written):
 
   {"ev": "start", "pid", "torch", "features", "errors", "argv"}
   {"ev": "call", "id", "pid", "mode", "site": [f, r, c] | null, "targets": [[f, line, qualname]],
-   "grad", "preserve_rng_state", "inputs_require_grad", "params": n, "specs": [spec ids]}
+   "grad", "preserve_rng_state", "inputs_require_grad", "params": n, "specs": [spec ids],
+   "sample": true (only on a call already counted in a summary)}
   {"ev": "pass", "call", "pid", "phase", "n", "ops": n_ops, "saved": n_saved, "devices",
    "early_stop", "error", "seconds", "state": {spec_id: [before, after]}}
   {"ev": "compare", "call", "pid", "phase", "match", "matters", "kind", "text"}
-  {"ev": "not_watched", "pid", "site", "reason"}
+  {"ev": "summary", "pid", <call attributes>, "calls", "passes", ...}   (see budget.py)
+  {"ev": "not_watched", "pid", "site", "reason"}   (once per site and reason in each process)
+
+Which calls are written in full and which are summarised is budget.py's business. `pid` is
+read when each event is written, never cached: a process forked from a watched one (plain
+`os.fork`, `multiprocessing`, DataLoader workers) inherits this recorder, and its events must
+carry its own pid. After a fork the child also starts with a fresh budget (its own call
+counts, no summaries of its parent) and ignores calls its parent had begun. The file
+descriptor is shared on purpose: it has no buffer, and O_APPEND writes of whole lines do not
+interleave.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import multiprocessing.util
 import os
 import sys
 import threading
@@ -25,6 +37,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ckptlint.dynamic.budget import EventBudget
 from ckptlint.dynamic.compare import compare
 from ckptlint.dynamic.observer import CheckpointCall, Observer, PassEnd
 from ckptlint.dynamic.state import LineTracer, StateWatcher
@@ -220,17 +233,36 @@ class Recorder(Observer):
     def __init__(self, path: str, plan: dict[str, Any] | None = None):
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.state = StateWatcher((plan or {}).get("specs", []))
-        self.pid = os.getpid()
+        self.budget = EventBudget(self.emit)
+        self.not_watched_seen: set = set()
+        atexit.register(self.budget.flush)
+        os.register_at_fork(after_in_child=_weak_call(self, Recorder._forked))
+        # A multiprocessing child ends with os._exit (no atexit): flush from its finalizers.
+        multiprocessing.util.register_after_fork(self, Recorder._in_multiprocessing_child)
 
     def emit(self, event: dict[str, Any]) -> None:
-        event.setdefault("pid", self.pid)
+        event["pid"] = os.getpid()
         line = json.dumps(event, default=str) + "\n"
         os.write(self.fd, line.encode("utf-8", "replace"))
+
+    def _forked(self) -> None:
+        self.budget.reset()
+        self.not_watched_seen = set()
+
+    def _in_multiprocessing_child(self) -> None:
+        multiprocessing.util.Finalize(self, self.budget.flush, exitpriority=0)
+
+    @staticmethod
+    def _log(call: CheckpointCall) -> dict[str, Any] | None:
+        """The budget's per-call state, if this process began the call."""
+        log = call.scratch.get("log")
+        return log if log is not None and log["pid"] == os.getpid() else None
 
     # -- observer hooks
     def call_started(self, call: CheckpointCall) -> None:
         specs = self.state.specs_for(call)
         call.scratch["specs"] = specs
+        call.scratch["log"] = log = {"pid": os.getpid()}
         module = None
         try:
             from ckptlint.dynamic.torch_adapter import module_of
@@ -238,13 +270,16 @@ class Recorder(Observer):
         except Exception:
             pass
         params = sum(1 for p in module.parameters() if p.requires_grad) if module is not None else None
-        self.emit({"ev": "call", "id": call.id, "mode": call.mode, "site": call.site,
-                   "targets": call.targets, "grad": call.grad_enabled,
-                   "preserve_rng_state": call.preserve_rng_state,
-                   "inputs_require_grad": call.inputs_require_grad, "params": params,
-                   "specs": [s["id"] for s in specs]})
+        self.budget.call(log, {
+            "ev": "call", "id": call.id, "mode": call.mode, "site": call.site,
+            "targets": call.targets, "grad": call.grad_enabled,
+            "preserve_rng_state": call.preserve_rng_state,
+            "inputs_require_grad": call.inputs_require_grad, "params": params,
+            "specs": [s["id"] for s in specs]})
 
     def pass_started(self, call: CheckpointCall, phase: str):
+        if self._log(call) is None:
+            return None
         record = PassRecord(phase)
         record.state_before = self.state.snapshot(call, call.scratch.get("specs", ()))
         call.scratch["rec:" + phase] = record
@@ -274,18 +309,23 @@ class Recorder(Observer):
 
     def pass_ended(self, call: CheckpointCall, phase: str, info: PassEnd) -> None:
         record = call.scratch.pop("rec:" + phase, None)
-        if record is None:
+        log = self._log(call)
+        if record is None or log is None:
             return
         after = self.state.snapshot(call, call.scratch.get("specs", ()))
         state = {k: [record.state_before.get(k), after.get(k)] for k in set(after) | set(record.state_before)}
         data = record.as_dict(info)
         tracer = getattr(record, "tracer", None)
         lines = dict(tracer.hits) if tracer is not None and tracer.hits else None
-        self.emit({"ev": "pass", "call": call.id, "phase": phase, "n": call.passes.get(phase, 1),
-                   "ops": len(record.ops), "saved": len(record.saved),
-                   "devices": sorted(record.devices), "early_stop": info.early_stopped,
-                   "error": data["error"], "seconds": round(info.seconds, 6), "state": state,
-                   "lines": lines})
+        after_forward = call.scratch.get("state_after_forward") if phase != "forward" else None
+        if phase == "forward":
+            call.scratch["state_after_forward"] = after
+        self.budget.passed(log, {
+            "ev": "pass", "call": call.id, "phase": phase, "n": call.passes.get(phase, 1),
+            "ops": len(record.ops), "saved": len(record.saved),
+            "devices": sorted(record.devices), "early_stop": info.early_stopped,
+            "error": data["error"], "seconds": round(info.seconds, 6), "state": state,
+            "lines": lines}, notable=data["error"] is not None or _state_moved(state, after_forward))
         if phase == "forward":
             call.scratch["forward"] = data
         else:
@@ -293,10 +333,35 @@ class Recorder(Observer):
             if forward is None:
                 return
             result = compare(forward, data)
-            self.emit({"ev": "compare", "call": call.id, "phase": phase, **result})
+            self.budget.compared(log, {"ev": "compare", "call": call.id, "phase": phase,
+                                       **result})
 
     def not_watched(self, site, reason: str) -> None:
-        self.emit({"ev": "not_watched", "site": site, "reason": reason})
+        key = (tuple(site) if site else None, reason)
+        if key not in self.not_watched_seen:
+            self.not_watched_seen.add(key)
+            self.emit({"ev": "not_watched", "site": site, "reason": reason})
+
+
+def _state_moved(state: dict[str, list], after_forward: dict[str, str] | None) -> bool:
+    """Whether the watched state changed during this pass, or (for a replay) between the end
+    of the forward and the start of this pass."""
+    if any(before != after for before, after in state.values()):
+        return True
+    return bool(after_forward) and any(after_forward[k] != pair[0] for k, pair in state.items()
+                                       if k in after_forward)
+
+
+def _weak_call(obj, method):
+    """A callable that runs `method(obj)` while `obj` lives (os.register_at_fork keeps its
+    callables for the life of the process)."""
+    ref = weakref.ref(obj)
+
+    def call() -> None:
+        target = ref()
+        if target is not None:
+            method(target)
+    return call
 
 
 def start_event(features, errors) -> dict[str, Any]:

@@ -42,8 +42,18 @@ _STDLIB_DIRS = tuple(
 _LIB_MARKERS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 _state = threading.local()
+# Call ids count per process; a forked child goes on from its parent's count, which is fine:
+# observers key calls by (pid, id).
 _ids = iter(range(1, 1 << 62))
 _lock = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()   # another thread may have held the parent's at the fork
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 REPLAY_NOW = False
 FEATURES: dict[str, Any] = {}
 ERRORS: dict[str, str] = {}   # mode -> reason it cannot be watched

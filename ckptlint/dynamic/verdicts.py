@@ -13,6 +13,7 @@ import json
 import linecache
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -51,7 +52,18 @@ def code_rows(filename: str, first_line: int) -> frozenset[int]:
 
 @dataclass
 class CallObs:
-    key: tuple[int, int]
+    """What was seen of checkpoint calls, by `kind`:
+
+    - "call": one call recorded in full (`calls` = 1);
+    - "summary": `calls` calls of one process with the same site, function, mode and flags,
+      recorded as counts (budget.py); `compares` keeps its first divergence and mismatch;
+    - "sample": a call recorded in full as evidence, whose counts are in a summary (`calls` =
+      0; its passes, line hits and compares count nowhere else).
+
+    Counts: `calls`, `passes`, `early_stops`, `compare_count`, `diverged_count`, `lines`.
+    Evidence: `compares`, `states`, `errors`, `devices`."""
+
+    key: tuple
     mode: str
     site: tuple[str, int, int] | None
     targets: list[tuple[str, int, str]]
@@ -60,9 +72,13 @@ class CallObs:
     inputs_require_grad: bool = True
     params: int | None = None
     specs: list[int] = field(default_factory=list)
+    kind: str = "call"
+    calls: int = 1
     passes: dict[str, int] = field(default_factory=dict)
     early_stops: int = 0
     compares: list[dict[str, Any]] = field(default_factory=list)
+    compare_count: int = 0
+    diverged_count: int = 0
     states: list[tuple[str, dict[str, list]]] = field(default_factory=list)
     lines: list[tuple[str, dict[str, int]]] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
@@ -71,6 +87,14 @@ class CallObs:
     @property
     def site_key(self) -> Key | None:
         return (self.site[0], self.site[1]) if self.site else None
+
+    @property
+    def counted(self) -> bool:
+        return self.kind != "sample"
+
+    @property
+    def replayed(self) -> bool:
+        return bool(self.compare_count or self.compares)
 
     def target_keys(self) -> set[Key]:
         keys = set()
@@ -83,13 +107,34 @@ class CallObs:
     def qualname(self) -> str:
         return self.targets[0][2] if self.targets else "the checkpointed function"
 
+    def add_lines(self, phase: str, hits: dict[str, int]) -> None:
+        for seen_phase, seen in self.lines:
+            if seen_phase == phase and self.kind == "summary":
+                for sid, n in hits.items():
+                    seen[sid] = seen.get(sid, 0) + n
+                return
+        self.lines.append((phase, dict(hits)))
+
+
+def count(calls: Iterable[CallObs]) -> int:
+    """How many calls these records stand for."""
+    return sum(c.calls for c in calls)
+
+
+# Evidence kept per summary: a few error lines, one divergence, one mismatch.
+SUMMARY_ERRORS = 5
+
 
 @dataclass
 class Observations:
-    calls: dict[tuple[int, int], CallObs] = field(default_factory=dict)
+    calls: dict[tuple, CallObs] = field(default_factory=dict)
     not_watched: list[tuple[Any, str]] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     started: bool = False      # the watcher installed in some process (torch was imported)
+    # (pid, call id) -> the record its pass and compare events go to. A pid can come back
+    # (a process ended and the system reused its number): a call event never replaces an
+    # earlier record, it gets a key of its own and becomes the one that pid's events go to.
+    current: dict[tuple[int, int], CallObs] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str) -> Observations:
@@ -104,7 +149,8 @@ class Observations:
                     event = json.loads(line)
                 except ValueError:
                     continue    # a line cut by a crash
-                obs.add(event)
+                if isinstance(event, dict):
+                    obs.add(event)
         return obs
 
     def add(self, event: dict[str, Any]) -> None:
@@ -115,35 +161,80 @@ class Observations:
             for mode, reason in (event.get("errors") or {}).items():
                 self.errors.setdefault(mode, reason)
         elif kind == "call":
-            site = event.get("site")
-            self.calls[(pid, event["id"])] = CallObs(
-                key=(pid, event["id"]), mode=event.get("mode", "non-reentrant"),
-                site=tuple(site) if site else None,
-                targets=[tuple(t) for t in event.get("targets") or ()],
-                grad=event.get("grad", True),
-                preserve_rng_state=event.get("preserve_rng_state", True),
-                inputs_require_grad=event.get("inputs_require_grad", True),
-                params=event.get("params"), specs=list(event.get("specs") or ()))
+            self._add_call(pid, event)
         elif kind == "pass":
-            call = self.calls.get((pid, event.get("call")))
+            call = self.current.get((pid, event.get("call")))
             if call is None:
                 return
             phase = event.get("phase", "forward")
-            call.passes[phase] = call.passes.get(phase, 0) + 1
-            call.early_stops += bool(event.get("early_stop"))
+            if call.counted:
+                call.passes[phase] = call.passes.get(phase, 0) + 1
+                call.early_stops += bool(event.get("early_stop"))
+                if event.get("lines"):
+                    call.add_lines(phase, event["lines"])
             call.states.append((phase, event.get("state") or {}))
-            if event.get("lines"):
-                call.lines.append((phase, event["lines"]))
             call.devices.update(event.get("devices") or ())
             if event.get("error"):
                 call.errors.append(f"{phase}: {event['error']}")
         elif kind == "compare":
-            call = self.calls.get((pid, event.get("call")))
+            call = self.current.get((pid, event.get("call")))
             if call is not None:
                 call.compares.append(event)
+                if call.counted:
+                    call.compare_count += 1
+                    call.diverged_count += bool(event.get("matters"))
+        elif kind == "summary":
+            self._add_summary(pid, event)
         elif kind == "not_watched":
             site = event.get("site")
-            self.not_watched.append((tuple(site) if site else None, event.get("reason", "")))
+            entry = (tuple(site) if site else None, event.get("reason", ""))
+            if entry not in self.not_watched:
+                self.not_watched.append(entry)
+
+    def _add_call(self, pid: int, event: dict[str, Any]) -> None:
+        key: tuple = (pid, event["id"])
+        if key in self.calls:
+            key = (pid, event["id"], len(self.calls))
+        site = event.get("site")
+        sample = bool(event.get("sample"))
+        self.calls[key] = self.current[(pid, event["id"])] = CallObs(
+            key=key, mode=event.get("mode", "non-reentrant"),
+            site=tuple(site) if site else None,
+            targets=[tuple(t) for t in event.get("targets") or ()],
+            grad=event.get("grad", True),
+            preserve_rng_state=event.get("preserve_rng_state", True),
+            inputs_require_grad=event.get("inputs_require_grad", True),
+            params=event.get("params"), specs=list(event.get("specs") or ()),
+            kind="sample" if sample else "call", calls=0 if sample else 1)
+
+    def _add_summary(self, pid: int, event: dict[str, Any]) -> None:
+        site = tuple(event["site"]) if event.get("site") else None
+        targets = [tuple(t) for t in event.get("targets") or ()]
+        flags = (event.get("mode", "non-reentrant"), event.get("grad", True),
+                 event.get("preserve_rng_state", True), event.get("inputs_require_grad", True))
+        key = ("summary", pid, site, tuple(targets), *flags)
+        call = self.calls.get(key)
+        if call is None:
+            call = self.calls[key] = CallObs(
+                key=key, mode=flags[0], site=site, targets=targets, grad=flags[1],
+                preserve_rng_state=flags[2], inputs_require_grad=flags[3],
+                params=event.get("params"), specs=list(event.get("specs") or ()),
+                kind="summary", calls=0)
+        call.calls += int(event.get("calls") or 0)
+        for phase, n in (event.get("passes") or {}).items():
+            call.passes[phase] = call.passes.get(phase, 0) + int(n)
+        call.early_stops += int(event.get("early_stops") or 0)
+        call.compare_count += int(event.get("compares") or 0)
+        call.diverged_count += int(event.get("diverged") or 0)
+        for phase, hits in (event.get("lines") or {}).items():
+            call.add_lines(phase, hits)
+        call.devices.update(event.get("devices") or ())
+        if event.get("first_error") and len(call.errors) < SUMMARY_ERRORS:
+            call.errors.append(event["first_error"])
+        for name, wanted in (("first_divergence", True), ("first_mismatch", False)):
+            kept = event.get(name)
+            if kept and not any(bool(c.get("matters")) == wanted for c in call.compares):
+                call.compares.append(kept)
 
 
 # --------------------------------------------------------------------------- state specs
@@ -205,7 +296,7 @@ class RunInfo:
     returncode: int | None = None
     start_error: str | None = None
     timed_out: bool = False
-    interrupted: bool = False
+    signal: int | None = None     # SIGTERM/SIGINT that ckptlint received and passed on
     stderr_tail: str = ""
     stderr_lines: list[str] = field(default_factory=list)
 
@@ -225,7 +316,7 @@ class RunInfo:
 
     @property
     def failed(self) -> bool:
-        return (self.start_error is not None or self.timed_out or self.interrupted
+        return (self.start_error is not None or self.timed_out or self.signal is not None
                 or self.returncode not in (0, None))
 
     def report_failure(self, timeout: float | None) -> None:
@@ -243,11 +334,18 @@ class RunInfo:
             return f"the command could not start ({self.start_error})"
         if self.timed_out:
             return "the command was stopped at the time limit"
-        if self.interrupted:
-            return "the command was interrupted"
+        if self.signal is not None:
+            return f"the command was stopped: ckptlint received {signal_name(self.signal)}"
         if self.returncode not in (0, None):
             return f"the command exited with status {self.returncode}"
         return "the command finished"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _short(path: str) -> str:
@@ -383,25 +481,24 @@ class Judge:
         if reentrant:
             where = _where(reentrant[0].site_key)
             text = (f"{reentrant[0].qualname}() at {where} ran in reentrant mode "
-                    f"(CheckpointFunction) {_times(len(reentrant))}")
+                    f"(CheckpointFunction) {_times(count(reentrant))}")
             damage = [c for c in reentrant if not c.inputs_require_grad and c.grad]
-            if damage:
+            if count(damage):
                 params = damage[0].params
                 what = (f"its {params} parameters got no gradient" if params else
                         "parameters used inside got no gradient")
-                text += (f"; {_times(len(damage))} no input required grad, so the replay never "
+                text += (f"; {_times(count(damage))} no input required grad, so the replay never "
                          f"ran and {what}")
             errors = [e for c in reentrant for e in c.errors]
             if errors:
                 text += f"; {errors[0]}"
             return finding.with_verdict("confirmed", text)
-        replayed = [c for c in calls if c.compares]
-        if replayed:
+        if any(c.replayed for c in calls):
             return finding.with_verdict(
                 "cleared", f"{calls[0].qualname}() at {_where(calls[0].site_key)} ran "
-                           f"non-reentrant {_times(len(calls))}")
+                           f"non-reentrant {_times(count(calls))}")
         return finding.with_verdict(
-            "unexercised", f"{calls[0].qualname}() ran {_times(len(calls))} in non-reentrant "
+            "unexercised", f"{calls[0].qualname}() ran {_times(count(calls))} in non-reentrant "
                            "mode but never replayed")
 
     def _state_text(self, finding: Finding, calls: list[CallObs]) -> tuple[str | None, bool, bool]:
@@ -476,10 +573,11 @@ class Judge:
         return f"line {row} did not run in any watched pass", "cleared"
 
     def _replay(self, finding: Finding, calls: list[CallObs], site_keys: set[Key]) -> Finding:
-        compared = [c for c in calls if c.compares]
+        compared = [c for c in calls if c.replayed]
         state_text, _, again = self._state_text(finding, calls)
         diverged = [(c, cmp) for c in compared for cmp in c.compares if cmp.get("matters")]
-        n_compares = sum(len(c.compares) for c in compared)
+        n_diverged = sum(c.diverged_count for c in compared)
+        n_compares = sum(c.compare_count for c in compared)
         line_text, line_hint = self._line_text(finding, calls) \
             if finding.code in SIDE_EFFECT_CODES else (None, None)
         if line_hint is not None:
@@ -495,7 +593,7 @@ class Judge:
                 text += " (early stop ended the replay before it)"
             return finding.with_verdict("cleared", f"{text}; replay compared {_times(n_compares)}")
         if finding.code in SIDE_EFFECT_CODES and again:
-            call = next(c for c in calls if c.compares) if compared else calls[0]
+            call = compared[0] if compared else calls[0]
             return finding.with_verdict(
                 "confirmed", f"replay of {call.qualname}() at {_where(call.site_key)}: "
                              f"{state_text}")
@@ -506,12 +604,12 @@ class Judge:
                 text += f" (devices touched: {', '.join(sorted(call.devices))})"
             if state_text:
                 text += f": {state_text}"
-            if len(diverged) > 1 or n_compares > 1:
-                text += f" ({len(diverged)} of {n_compares} replays diverged)"
+            if n_diverged > 1 or n_compares > 1:
+                text += f" ({n_diverged} of {n_compares} replays diverged)"
             return finding.with_verdict("confirmed", text)
         if not compared:
             call = calls[0]
-            forwards = sum(c.passes.get("forward", 0) for c in calls) or len(calls)
+            forwards = sum(c.passes.get("forward", 0) for c in calls) or count(calls)
             no_grad = all(not c.grad for c in calls)
             text = (f"{call.qualname}() at {_where(call.site_key)} ran forward "
                     f"{_times(forwards)} but never replayed ("
@@ -550,24 +648,23 @@ class Judge:
     def divergences_without_finding(self, enabled: bool = True) -> list[Finding]:
         if not enabled:
             return []
-        groups: dict[tuple, list[tuple[CallObs, dict]]] = {}
+        groups: dict[tuple, list[CallObs]] = {}
         for call in self.obs.calls.values():
-            if call.key in self.explained:
-                continue
-            for cmp in call.compares:
-                if cmp.get("matters"):
-                    groups.setdefault((call.site, tuple(call.targets[:1])), []).append((call, cmp))
+            if call.key not in self.explained and any(c.get("matters") for c in call.compares):
+                groups.setdefault((call.site, tuple(call.targets[:1])), []).append(call)
         out = []
-        for (site, targets), items in groups.items():
-            call, cmp = items[0]
-            total = sum(len(c.compares) for c in self.obs.calls.values()
+        for (site, targets), diverging in groups.items():
+            call = diverging[0]
+            cmp = next(c for c in call.compares if c.get("matters"))
+            n_diverged = sum(c.diverged_count for c in diverging)
+            total = sum(c.compare_count for c in self.obs.calls.values()
                         if (c.site, tuple(c.targets[:1])) == (site, targets))
             filename = _short(site[0]) if site else (_short(targets[0][0]) if targets else "?")
             row, column = (site[1], site[2]) if site else ((targets[0][1], 1) if targets else (1, 1))
             target = TargetRef(_short(targets[0][0]), targets[0][1], targets[0][2]) if targets else None
             evidence = f"{_phase_name(cmp)} of {call.qualname}() at {filename}:{row} {cmp['text']}"
             if total > 1:
-                evidence += f" ({len(items)} of {total} replays diverged)"
+                evidence += f" ({n_diverged} of {total} replays diverged)"
             out.append(Finding(
                 code="CKP501",
                 message=f"replay of `{call.qualname}` diverged from its forward and no static "

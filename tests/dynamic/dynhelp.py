@@ -160,6 +160,8 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "wrappers_reentrant": ("wrappers.py", ("reentrant",), ()),
     "compiled": ("compiled.py", (), ()),
     "timeout": ("sleeper.py", (), ("--timeout", "20", "--progress-every", "2")),
+    "forked_workers": ("forked_workers.py", (), ()),
+    "late_divergence": ("many_calls.py", ("200", "150"), ()),
 }
 
 
