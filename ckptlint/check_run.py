@@ -84,9 +84,8 @@ def emit(text: str, options: CheckOptions) -> None:
         path.write_bytes(data)
     else:
         sys.stdout.flush()
-        stream = click.get_binary_stream("stdout")
-        stream.write(data)
-        stream.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
 
 
 def render_findings(findings: list[Finding], result: LintResult, options: CheckOptions,

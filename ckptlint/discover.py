@@ -46,8 +46,11 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             end = body.find("]", i)
             if end == -1:
                 out.append(re.escape(char))
-            else:
-                out.append(body[i:end + 1])
+            else:  # a class never matches `/`; `[!...]` is its negation, as in gitignore
+                members = body[i + 1:end]
+                if members.startswith("!"):
+                    members = "^" + members[1:]
+                out.append(f"(?!/)[{members}]")
                 i = end
         else:
             out.append(re.escape(char))
@@ -110,10 +113,16 @@ def discover(paths: list[str], config: Config, force_exclude: bool = False) -> D
 
 
 def walk(folder: Path, config: Config) -> tuple[list[Path], dict[Path, str]]:
-    """The Python files below `folder`, and the folders that could not be listed (why)."""
+    """The Python files below `folder`, and the folders that could not be listed (why).
+
+    A symbolic link found on the way is followed only when it leads to a place inside
+    `folder`: the tree is untrusted, and a link out of it (to a home folder, to `/`) must not
+    make the run read, cache or fix files the user did not name.
+    """
     found: list[Path] = []
     unreadable: dict[Path, str] = {}
     seen: set[tuple[int, int]] = set()
+    inside = os.path.join(os.path.realpath(folder), "")
 
     def visit(directory: Path) -> None:
         try:
@@ -142,6 +151,9 @@ def walk(folder: Path, config: Config) -> tuple[list[Path], dict[Path, str]]:
                 continue
             path = Path(entry.path)
             if config.excludes and is_excluded(path, config, folder):
+                continue
+            if entry.is_symlink() and not os.path.join(os.path.realpath(path), "").startswith(
+                    inside):
                 continue
             if is_dir:
                 visit(path)

@@ -182,3 +182,16 @@ def test_flake8_with_an_invalid_config_reports_ckp999_at_each_file(tmp_path):
     expected = (f"CKP999 {root / 'pyproject.toml'}: key `max-depth`: expected a non-negative "
                 "integer, got 'deep'")
     assert result.stdout.splitlines() == [f"a.py:1:1: {expected}", f"b.py:1:1: {expected}"]
+
+
+@pytest.mark.parametrize(("pattern", "path", "matches"), [
+    ("[!a]b.py", "cb.py", True),
+    ("[!a]b.py", "ab.py", False),
+    ("[ab]c.py", "bc.py", True),
+    ("x[/]y", "x/y", False),
+    ("x[!a]y", "x/y", False),
+])
+def test_bracket_classes_follow_gitignore(pattern, path, matches):
+    from ckptlint.discover import glob_matches
+
+    assert glob_matches(pattern, path) is matches

@@ -423,3 +423,34 @@ def test_a_cached_position_of_the_right_shape_but_absurd_size_costs_nothing(
     result = ckptlint(repo, "--format", "full", ".")
     assert result.returncode == 1 and f"model.py:9:{2**31 - 1}: CKP102" in result.stdout
     assert len(result.stdout) < 2000
+
+
+# -- symbolic links out of the tree -------------------------------------------------------------
+def test_links_leading_out_of_the_tree_are_not_followed(repo: Path) -> None:
+    """A committed link to a folder or a file outside the tree is neither linted nor fixed;
+    a link that stays inside the tree is followed."""
+    elsewhere = repo.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim.py").write_text(CKP102_SOURCE)
+    (repo / "folder_out").symlink_to(elsewhere)
+    (repo / "file_out.py").symlink_to(elsewhere / "victim.py")
+    (repo / "inner").mkdir()
+    (repo / "inner" / "real.py").write_text(CKP102_SOURCE)
+    (repo / "inner_link.py").symlink_to(repo / "inner" / "real.py")
+    before = outside(repo)
+    results = run_every_way(repo)
+    for result in results[:3]:
+        assert "victim" not in result.stdout and "_out" not in result.stdout, result.stdout
+        assert "inner/real.py:9:12: CKP102" in result.stdout
+        assert "inner_link.py:9:12: CKP102" in result.stdout
+    assert (elsewhere / "victim.py").read_text() == CKP102_SOURCE
+    assert outside(repo) == before
+
+
+def test_a_link_named_on_the_command_line_is_the_users_choice(repo: Path) -> None:
+    elsewhere = repo.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim.py").write_text(CKP102_SOURCE)
+    (repo / "file_out.py").symlink_to(elsewhere / "victim.py")
+    result = ckptlint(repo, "--no-cache", "file_out.py")
+    assert result.returncode == 1 and "file_out.py:9:12: CKP102" in result.stdout
