@@ -10,7 +10,7 @@ from typing import Callable
 import click
 
 from ckptlint.dynamic.runner import end_by_signal
-from ckptlint.output import FORMATS, OutputContext, render
+from ckptlint.output import FORMATS, OutputContext, encode_report, render
 
 USAGE_EXAMPLE = "ckptlint dynamic src/ -- python train.py --steps 2"
 
@@ -142,7 +142,7 @@ def static_analysis(paths: list[str], config_file: str | None, findings_file: st
 
 @click.command("dynamic", cls=DynamicCommand,
                context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text",
               show_default=True, help="Output format.")
 @click.option("--replay-now", is_flag=True,
@@ -216,6 +216,8 @@ def watch_and_judge(command: list[str], paths: list[str], config_file: str | Non
     judged = judge_all(findings, watched.observations, sites, watched.info, plan, ckp501)
     info = watched.info
     info.report_failure(timeout)
-    sys.stdout.write(render(output_format, judged, OutputContext()))
+    sys.stdout.flush()
+    sys.stdout.buffer.write(encode_report(render(output_format, judged, OutputContext())))
+    sys.stdout.buffer.flush()
     sys.stdout.flush()
     return exit_status(judged, info), info.signal

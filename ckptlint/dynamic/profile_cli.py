@@ -46,7 +46,7 @@ def static_sites(paths: list[str], config):
 
 @click.command("profile", cls=DynamicCommand,
                context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
