@@ -15,7 +15,7 @@ from ckptlint.output import FORMATS
 # Subcommands whose modules load only when used (`dynamic` needs torch in the child).
 LAZY_COMMANDS = {
     "dynamic": "ckptlint.dynamic.cli:dynamic",
-    "profile": "ckptlint.dynamic.profile_cli:profile",
+    "profile": "ckptlint.dynamic.profile.cli:profile",
     "rule": "ckptlint.rule_pages:rule",
 }
 
@@ -76,7 +76,7 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: CPU count).")
-# Integrations (fixes, suppression tools, reports): handled in ckptlint/check_run.py.
+# Integrations (fixes, suppression tools, reports): handled in ckptlint/commands/check.py.
 @click.option("--fix", is_flag=True, help="Apply safe fixes (with --unsafe-fixes: unsafe too).")
 @click.option("--unsafe-fixes", is_flag=True,
               help="Offer unsafe fixes (they change behaviour); applied with --fix.")
@@ -94,7 +94,7 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
           stdin_filename: str | None, exit_zero: bool, ignore_noqa: bool, no_cache: bool,
           jobs: int | None, **integration) -> None:
     """Lint PATHS (files or folders; `-` reads stdin)."""
-    from ckptlint.engine import lint
+    from ckptlint.engine.run import lint
 
     path_list = list(paths) or ["."]
     reading_stdin = "-" in path_list
@@ -115,7 +115,7 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
         sys.exit(2)
     except Exception as error:  # noqa: BLE001 - never a traceback
         internal_error(error)
-    from ckptlint.check_run import CheckOptions, run_check
+    from ckptlint.commands.check import CheckOptions, run_check
 
     if integration["add_noqa"] and (integration["fix"] or integration["diff"]):
         click.echo("ckptlint: error: --add-noqa cannot be combined with --fix or --diff",

@@ -13,8 +13,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from ckptlint.apis import MODES
-from ckptlint.catalogue import RULES, codes_matching
+from ckptlint.analysis.apis import MODES
+from ckptlint.registry import RULES, codes_matching
 
 DEFAULT_EXCLUDES = (".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
                     "node_modules")
@@ -71,7 +71,7 @@ class Config:
 
     def ignored_for_file(self, path: Path) -> frozenset[str]:
         """Codes that `per-file-ignores` turns off for this file."""
-        from ckptlint.discover import glob_matches
+        from ckptlint.globs import glob_matches
 
         relative = relative_posix(path, self.root)
         codes: set[str] = set()
@@ -252,7 +252,7 @@ def check_globs(patterns, where: str) -> None:
     loaded: every command that loads it stops there, before any file is looked at."""
     import re
 
-    from ckptlint.discover import glob_regex
+    from ckptlint.globs import glob_regex
 
     for pattern in patterns:
         try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ckptlint.catalogue import RULES, rule_info
-from ckptlint.plain_data import (MAX_INT, ShapeError, member, want_dict, want_int, want_list,
+from ckptlint.registry import RULES, rule_info
+from ckptlint.storage.plain_data import (MAX_INT, ShapeError, member, want_dict, want_int, want_list,
                                  want_optional_str, want_str, want_strs)
 
 
@@ -182,3 +182,27 @@ class Finding:
             verdict=want_optional_str(data.get("verdict"), "verdict"),
             evidence=want_optional_str(data.get("evidence"), "evidence"),
         )
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    """A checkpoint site found in a linted file (dynamic mode joins runtime calls to these)."""
+
+    site: SiteRef
+    targets: tuple[TargetRef, ...]
+    api: str
+    mode: str
+
+    def to_json(self) -> dict:
+        return {"site": self.site.to_json(), "targets": [t.to_json() for t in self.targets],
+                "api": self.api, "mode": self.mode}
+
+    @classmethod
+    def from_json(cls, data) -> SiteRecord:
+        """What `to_json` wrote, every field checked (ShapeError otherwise)."""
+        from ckptlint.storage.plain_data import member, want_list, want_str
+
+        return cls(SiteRef.from_json(member(data, "site")),
+                   tuple(TargetRef.from_json(t) for t in want_list(member(data, "targets"),
+                                                                   "targets")),
+                   want_str(member(data, "api"), "api"), want_str(member(data, "mode"), "mode"))

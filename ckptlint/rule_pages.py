@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from ckptlint.catalogue import RULES, RuleInfo
+from ckptlint.registry import RULES, RuleInfo
 
 PACKAGE = Path(__file__).resolve().parent
 INSTALLED_PAGES = PACKAGE / "rule_pages_data"

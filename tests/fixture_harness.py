@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from ckptlint.config import parse_table
-from ckptlint.engine import lint
+from ckptlint.engine.run import lint
 
 EXPECT = re.compile(r"#\s*error:\s*(?P<codes>CKP\d{3}(?:\s*,\s*CKP\d{3})*)")
 CONFIG_LINE = re.compile(r"^#\s*fixture-config:\s*(?P<toml>.+)$")

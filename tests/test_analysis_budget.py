@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ckptlint.config import Config
-from ckptlint.reading import SourceError, check_nodes, count_tokens
+from ckptlint.syntax.reading import SourceError, check_nodes, count_tokens
 from tests.cli_helpers import CKP102_SOURCE, ckptlint_command, run_cli, write_project
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import ast
 import os
 import stat
 
-from ckptlint.autofix import apply_fixes, fix_file
+from ckptlint.fix.autofix import apply_fixes, fix_file
 from ckptlint.findings import Edit, Finding, Fix, Position
 from tests.cli_helpers import CKP102_SOURCE, run_cli, write_project
 

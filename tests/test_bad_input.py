@@ -192,6 +192,6 @@ def test_flake8_with_an_invalid_config_reports_ckp999_at_each_file(tmp_path):
     ("x[!a]y", "x/y", False),
 ])
 def test_bracket_classes_follow_gitignore(pattern, path, matches):
-    from ckptlint.discover import glob_matches
+    from ckptlint.globs import glob_matches
 
     assert glob_matches(pattern, path) is matches

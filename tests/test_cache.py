@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint import cache as cache_module
-from ckptlint import plain_data
+from ckptlint.engine import cache as cache_module
+from ckptlint.storage import plain_data
 from ckptlint.config import Config, parse_table
-from ckptlint.engine import Linter, lint
+from ckptlint.engine.linter import Linter
+from ckptlint.engine.run import lint
 from ckptlint.findings import Finding, Position
 from tests.cli_helpers import CKP102_SOURCE, run_cli
 
@@ -155,7 +156,7 @@ def test_any_project_change_invalidates_files_with_sites_only(project: Path) -> 
 
 
 def test_the_project_scan_matches_the_binding_model() -> None:
-    from ckptlint import bindings
+    from ckptlint.analysis import bindings
 
     assert cache_module.PROJECT_SKIPPED_DIRS == bindings.SKIPPED_DIRS
     assert cache_module.MAX_PROJECT_FILES == bindings.MAX_PROJECT_FILES
@@ -235,7 +236,7 @@ def test_cli_writes_the_cache_and_no_cache_leaves_it_alone(tmp_path: Path) -> No
 def test_a_warm_run_imports_no_libcst(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(CKP102_SOURCE)
     script = ("import sys\nfrom pathlib import Path\nfrom ckptlint.config import Config\n"
-              "from ckptlint.engine import lint\n"
+              "from ckptlint.engine.run import lint\n"
               "r = lint(['.'], Config(root=Path.cwd()), use_cache=True)\n"
               "print(len(r.findings), r.stats['cached'], 'libcst' in sys.modules)\n")
     env = {**os.environ, "CKPTLINT_CACHE_DIR": str(tmp_path / "c")}
@@ -293,7 +294,7 @@ def warm_and_uncached(root: Path):
 
 
 def test_a_cached_run_prints_the_same_bytes_in_every_format(fixture_tree: Path, capsys) -> None:
-    from ckptlint.check_run import CheckOptions, run_check
+    from ckptlint.commands.check import CheckOptions, run_check
     from ckptlint.output import FORMATS
 
     config, uncached, warm = warm_and_uncached(fixture_tree)
@@ -312,7 +313,7 @@ def test_a_cached_run_prints_the_same_bytes_in_every_format(fixture_tree: Path, 
 
 
 def test_findings_and_sites_survive_the_plain_data_round_trip(fixture_tree: Path) -> None:
-    from ckptlint.engine import SiteRecord
+    from ckptlint.findings import SiteRecord
     from ckptlint.findings import Finding
 
     _, uncached, warm = warm_and_uncached(fixture_tree)

@@ -5,7 +5,7 @@ import textwrap
 from pathlib import Path
 
 from ckptlint.config import Config
-from ckptlint.engine import Linter
+from ckptlint.engine.linter import Linter
 
 FIXTURE = Path(__file__).parent / "fixtures" / "projects" / "package_attributes"
 

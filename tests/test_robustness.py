@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from ckptlint.config import Config
-from ckptlint.engine import Analysis, Linter, Run, lint
+from ckptlint.engine.linter import Analysis, Linter
+from ckptlint.engine.run import Run, lint
 from tests.cli_helpers import CKP102_SOURCE, run_cli
 
 SITE = "from torch.utils.checkpoint import checkpoint\n"

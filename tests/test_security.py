@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint import atomic
+from ckptlint.storage import atomic
 from tests.cli_helpers import CKP102_SOURCE, REPO, run_cli
 
 FIXED = "checkpoint(block, x, use_reentrant=False)"
@@ -96,9 +96,9 @@ def run_file(repo: Path, folder: str) -> Path:
 def pickle_cache_name(repo: Path, json_name: str, monkeypatch) -> str:
     """The run file's name when the cache was a pickle (format 1, before this boundary):
     what a repository predicting the run key would have committed."""
-    from ckptlint import cache as cache_module
+    from ckptlint.engine import cache as cache_module
     from ckptlint.config import load_config
-    from ckptlint.engine import Linter
+    from ckptlint.engine.linter import Linter
 
     monkeypatch.chdir(repo)
     config = load_config(["."])
@@ -343,7 +343,7 @@ def test_git_answers_for_the_work_tree_found_whatever_git_variables_say(
 KILLED_WRITER = """\
 import os, sys, time
 from pathlib import Path
-from ckptlint import atomic
+from ckptlint.storage import atomic
 
 def stall(fd):  # the data is written: stop here, as a run killed mid-write would
     print("written", flush=True)

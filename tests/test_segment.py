@@ -10,10 +10,11 @@ from pathlib import Path
 import libcst as cst
 
 from ckptlint.config import parse_table
-from ckptlint.engine import Linter, lint
-from ckptlint.project import Project
-from ckptlint.resolve import ClassInfo, Resolver
-from ckptlint.source import SourceModule, parse_text
+from ckptlint.engine.linter import Linter
+from ckptlint.engine.run import lint
+from ckptlint.analysis.project import Project
+from ckptlint.analysis.resolve import ClassInfo, Resolver
+from ckptlint.syntax.source import SourceModule, parse_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHAIN_PROJECT = FIXTURES / "projects" / "segment_chain"
@@ -177,7 +178,7 @@ def module_of(project: Project, root: Path, name: str) -> SourceModule:
 
 
 def test_binding_model_module_globals(tmp_path):
-    from ckptlint.bindings import BindingModel
+    from ckptlint.analysis.bindings import BindingModel
 
     write(tmp_path, {
         "settings.py": """
@@ -226,7 +227,7 @@ def test_binding_model_module_globals(tmp_path):
 
 
 def test_binding_model_instance_attributes(tmp_path):
-    from ckptlint.bindings import BindingModel
+    from ckptlint.analysis.bindings import BindingModel
 
     write(tmp_path, {"layers.py": """
         class Base:
@@ -267,8 +268,8 @@ def test_binding_model_instance_attributes(tmp_path):
 # -- tensor inference ------------------------------------------------------------------------------
 def levels(source: str) -> dict[str, int]:
     """The level of every `probe_<name> = <expr>` value in function `f` of `source`."""
-    from ckptlint.resolve import FunctionValue
-    from ckptlint.tensors import TensorInference
+    from ckptlint.analysis.resolve import FunctionValue
+    from ckptlint.analysis.tensors import TensorInference
 
     text = textwrap.dedent(source)
     module = SourceModule(Path("t.py"), "t.py", "t", False, text, parse_text(text, "t.py"))
@@ -287,7 +288,7 @@ def levels(source: str) -> dict[str, int]:
 
 
 def test_tensor_inference_levels():
-    from ckptlint.tensors import NONE, STRONG, WEAK
+    from ckptlint.analysis.tensors import NONE, STRONG, WEAK
 
     found = levels("""
         import torch

@@ -1,9 +1,9 @@
 """The shortcuts that make ckptlint fast must never change what it finds.
 
-- The text prefilter and the confirmation (`ckptlint.confirm`: a text test, then an `ast` test)
+- The text prefilter and the confirmation (`ckptlint.screen.confirm`: a text test, then an `ast` test)
   may only reject files in which `sites.py` finds no site: checked on every fixture, every
   example, hand-made tricky spellings, and (slow) every file of the installed torch package.
-- `ckptlint.positions` gives exactly libcst's PositionProvider positions.
+- `ckptlint.syntax.positions` gives exactly libcst's PositionProvider positions.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ckptlint.config import Config
-from ckptlint.engine import FileResult, Linter
-from ckptlint.positions import Positions
-from ckptlint.reading import SourceError
+from ckptlint.engine.linter import FileResult, Linter
+from ckptlint.syntax.positions import Positions
+from ckptlint.syntax.reading import SourceError
 from tests.fixture_harness import fixture_config
 
 ROOT = Path(__file__).resolve().parent.parent

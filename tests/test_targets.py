@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ckptlint.config import Config
-from ckptlint.engine import lint
+from ckptlint.engine.run import lint
 
 HEADER = """\
 import functools

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ckptlint.config import Config
-from ckptlint.engine import lint
+from ckptlint.engine.run import lint
 
 spec = importlib.util.find_spec("torch")
 pytestmark = pytest.mark.skipif(spec is None, reason="torch is not installed")

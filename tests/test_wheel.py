@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint.catalogue import RULES
+from ckptlint.registry import RULES
 from ckptlint.rule_pages import page_filename
 from tests.cli_helpers import REPO
 
@@ -85,7 +85,7 @@ def test_wheel_contains_the_rule_pages_and_every_module(wheel):
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "ckptlint = ckptlint.cli:main" in text
-    assert "CKP = ckptlint.flake8_plugin:CkptlintPlugin" in text
+    assert "CKP = ckptlint.integrations.flake8:CkptlintPlugin" in text
 
 
 def test_rule_command_from_an_installed_wheel(wheel, tmp_path):

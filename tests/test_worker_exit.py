@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint import pool
+from ckptlint.engine import pool
 from tests.cli_helpers import ckptlint_command, write_project
 
 if not Path("/proc/self/stat").exists():

@@ -29,12 +29,12 @@ def _ckptlint_chain():
 
 def _ckptlint_install():
     try:
-        import ckptlint.dynamic.child as child
+        import ckptlint.dynamic.watch.child as child
     except ImportError:
         root = _os.environ.get("CKPTLINT_DYNAMIC_ROOT")
         if root and root not in _sys.path:
             _sys.path.append(root)
-        import ckptlint.dynamic.child as child
+        import ckptlint.dynamic.watch.child as child
     child.install()
 
 

@@ -133,7 +133,7 @@ def static_analysis(paths: list[str], config_file: str | None, findings_file: st
     if findings_file:
         return load_findings(findings_file), [], True
     from ckptlint.config import load_config
-    from ckptlint.engine import lint
+    from ckptlint.engine.run import lint
 
     config = load_config(paths, config_file)
     result = lint(paths, config)

@@ -6,7 +6,7 @@ import json
 import re
 from collections import Counter
 
-from ckptlint.catalogue import rule_info
+from ckptlint.registry import rule_info
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
 

@@ -8,7 +8,7 @@ from pathlib import Path, PurePath
 from urllib.parse import quote
 
 from ckptlint import __version__
-from ckptlint.catalogue import rule_info
+from ckptlint.registry import rule_info
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
 from ckptlint.output.common import SARIF_LEVELS, to_json

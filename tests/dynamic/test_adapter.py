@@ -8,14 +8,14 @@ torch = pytest.importorskip("torch")
 
 
 def test_detects_what_this_torch_provides():
-    from ckptlint.dynamic.torch_adapter import detect
+    from ckptlint.dynamic.watch.torch_adapter import detect
     features, errors = detect()
     assert features["non-reentrant"] and features["reentrant"] and not errors
 
 
 def test_missing_internals_are_named(monkeypatch):
     import torch.utils.checkpoint as cp
-    from ckptlint.dynamic.torch_adapter import detect
+    from ckptlint.dynamic.watch.torch_adapter import detect
     monkeypatch.delattr(cp, "_recomputation_hook")
     monkeypatch.setattr(cp, "CheckpointFunction", None)
     features, errors = detect()
@@ -25,7 +25,7 @@ def test_missing_internals_are_named(monkeypatch):
 
 def test_targets_of_wrappers_resolve_to_user_code():
     import functools
-    from ckptlint.dynamic.torch_adapter import targets_of
+    from ckptlint.dynamic.watch.torch_adapter import targets_of
 
     class Block(torch.nn.Module):
         def forward(self, x):
@@ -43,7 +43,7 @@ def test_targets_of_wrappers_resolve_to_user_code():
 
 
 def test_uninitialised_empty_outputs_are_not_digested():
-    from ckptlint.dynamic.recorder import PassRecord, _OpMode
+    from ckptlint.dynamic.watch.recorder import PassRecord, _OpMode
 
     record = PassRecord("forward")
     with _OpMode(record):

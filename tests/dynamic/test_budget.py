@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ckptlint.dynamic.budget import RAW_CALLS, SAMPLES, EventBudget
+from ckptlint.dynamic.watch.budget import RAW_CALLS, SAMPLES, EventBudget
 from ckptlint.dynamic.runner import EventCounter
 from ckptlint.dynamic.verdicts import Observations, count
 

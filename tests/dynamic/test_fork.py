@@ -67,7 +67,7 @@ def test_a_forked_child_starts_its_own_budget_and_flushes_when_it_ends(tmp_path)
     """More calls than are written in full, in the parent and then in a multiprocessing child
     (which ends with os._exit): each process's summary counts its own calls, the child does
     not write what its parent held at the fork, and its last counts are not lost."""
-    from ckptlint.dynamic.budget import RAW_CALLS
+    from ckptlint.dynamic.watch.budget import RAW_CALLS
 
     calls = RAW_CALLS + 20
     observations, values = watched_observations(tmp_path, "fork_many_calls.py", str(calls))

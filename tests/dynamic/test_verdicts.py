@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ckptlint.dynamic.compare import compare
+from ckptlint.dynamic.watch.compare import compare
 from ckptlint.dynamic.verdicts import (
     Observations, RunInfo, build_plan, exit_status, judge_all, state_name)
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
@@ -136,7 +136,7 @@ def _replayed(cid, row, matters=False):
 
 
 def test_a_segment_reached_from_two_sites(tmp_path):
-    from ckptlint.engine import SiteRecord
+    from ckptlint.findings import SiteRecord
     target = TargetRef("m.py", 10, "Block.forward")
     sites = [SiteRecord(SiteRef("m.py", 30, 5), (target,), "checkpoint", "non-reentrant"),
              SiteRecord(SiteRef("m.py", 40, 5), (target,), "checkpoint", "non-reentrant")]

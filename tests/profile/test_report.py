@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from ckptlint.dynamic.profile_report import SiteKeys, build_report, human_bytes
-from ckptlint.engine import SiteRecord
+from ckptlint.dynamic.profile.report import SiteKeys, build_report, human_bytes
+from ckptlint.findings import SiteRecord
 from ckptlint.findings import SiteRef, TargetRef
-from ckptlint.output.profile_table import plot_install_message, render_text
+from ckptlint.dynamic.profile.table import plot_install_message, render_text
 
 MIB = 1024 * 1024
 

@@ -3,7 +3,7 @@
 import json
 import os
 
-from ckptlint.dynamic.observer import Observer
+from ckptlint.dynamic.watch.observer import Observer
 
 
 class BytesObserver(Observer):

@@ -8,8 +8,9 @@ import time
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ckptlint.dynamic import profile_observer, torch_adapter
-from ckptlint.dynamic.observer import add_observer
+from ckptlint.dynamic.profile import observer as profile_observer
+from ckptlint.dynamic.watch import torch_adapter
+from ckptlint.dynamic.watch.observer import add_observer
 
 
 class FakeEvent:

@@ -1,0 +1,1 @@
+"""From a parsed module to segments: scopes, imports, sites, targets, callees, state."""

@@ -1,0 +1,571 @@
+"""The project-wide binding model: which module-level names and instance attributes change.
+
+pyflakes-like and lazy. It answers two questions for the segment rules:
+
+- For a module-level name `NAME` of module `m`: where is it changed *at run time*? A
+  change is a rebinding inside a function (`global NAME; NAME = ...`, `NAME += ...`), an
+  in-place mutation inside a function (`NAME.append(...)`, `NAME[k] = ...`, `NAME.add_(...)`,
+  `NAME.attr = ...`), or a write through the module from any project file
+  (`m.NAME = ...`, `m.NAME += ...`, `m.NAME.append(...)`, `m.NAME[k] = ...`). Statements at
+  module level of `m` itself run once at import and do not count: a name only assigned there
+  is a constant.
+- For a class: which `self.<attr>` are assigned or mutated outside setup (`__init__` and the
+  methods it calls, `reset_parameters`, ...). Attributes touched only in setup (config flags,
+  submodules, hyper-parameters) are constants.
+
+Other files are looked at only when a segment reads a module-level name: their text is
+searched for `.NAME` first, and only files that also mention the module are parsed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+
+from ckptlint.syntax.walk import Visitor
+
+from ckptlint.analysis.project import Project
+from ckptlint.analysis.resolve import ClassInfo, Resolver
+from ckptlint.analysis.scopes import Scope
+from ckptlint.analysis.segment import compact, import_qualnames, is_mutator, memo_containers
+from ckptlint.syntax.source import SourceModule
+
+SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
+                          "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+SETUP_METHODS = frozenset({
+    "__init__", "__new__", "__post_init__", "__setstate__", "__init_subclass__",
+    "reset_parameters", "_reset_parameters", "_init_weights", "init_weights", "_initialize",
+    "__set_name__", "_load_from_state_dict", "load_state_dict", "post_init", "_post_init",
+    "tie_weights", "_tie_or_clone_weights",
+})
+MAX_PROJECT_FILES = 10000
+
+
+@dataclass(frozen=True, eq=False)
+class Change:
+    module: SourceModule
+    node: cst.CSTNode
+    how: str  # "rebound" | "mutated in place" | "augmented" | "deleted"
+    where: str  # the function holding the change ("" at module level)
+    # For `G.attr = ...`, `G.attr.append(...)`: "attr" (only reads of `G.attr` or of `G`
+    # itself see this change); None when `G` itself is rebound, indexed or mutated.
+    part: str | None = None
+
+    @property
+    def row(self) -> int:
+        return self.module.start(self.node).row
+
+    def location(self) -> str:
+        return f"{self.module.display}:{self.row}"
+
+    def describe(self) -> str:
+        where = f" in `{self.where}`" if self.where else ""
+        return f"{self.how} at {self.location()}{where}"
+
+
+def describe_changes(changes: list[Change]) -> str:
+    """`rebound at train.py:40 in `set_scale`` (+ `and N other places`)."""
+    ordered = sorted(changes, key=lambda c: (c.module.display, c.row))
+    text = ordered[0].describe()
+    if len(ordered) > 1:
+        others = len(ordered) - 1
+        text += f" (and {others} other place{'s' if others > 1 else ''})"
+    return text
+
+
+def root_name(expr: cst.BaseExpression) -> cst.Name | None:
+    """`a` for `a`, `a.b.c`, `a[0].b`; None for anything else (calls, literals)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr if isinstance(expr, cst.Name) else None
+
+
+def first_attribute(target: cst.BaseExpression) -> str | None:
+    """`a` for `G.a`, `G.a.b`, `G.a[0]`; None for `G`, `G[0]`, `G[0].a`."""
+    found = None
+    while isinstance(target, (cst.Attribute, cst.Subscript)):
+        found = target.attr.value if isinstance(target, cst.Attribute) else None
+        target = target.value
+    return found
+
+
+def root_is(target: cst.BaseExpression, name: cst.Name) -> bool:
+    """True for `name`, `name[k]`, `name.attr` chains (anything rooted at `name`)."""
+    return root_name(target) is name
+
+
+def function_name(scope: Scope) -> str:
+    return scope.qualname() if scope.kind != "module" else ""
+
+
+class ModuleWriteCollector(Visitor):
+    """Runtime changes of one module's own globals, and writes through imported modules."""
+
+    def __init__(self, module: SourceModule) -> None:
+        self.module = module
+        self.scopes = module.scopes.scope_of
+        self.stack: list[Scope] = [module.scopes.module_scope]
+        self.own: dict[str, list[Change]] = {}
+        self._memo: dict[int, frozenset[str]] = {}
+        self._decorators: set[str] | None = None
+        # (class name, attribute) -> changes through `ClassName.attr = ...` in functions.
+        self.class_writes: dict[tuple[str, str], list[Change]] = {}
+        # (imported module qualname, attribute) -> changes written through that import.
+        self.through: dict[tuple[str, str], list[Change]] = {}
+
+    @property
+    def scope(self) -> Scope:
+        return self.stack[-1]
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        scope = self.scopes.get(id(node))
+        if scope is not None and scope.kind != "module":
+            self.stack.append(scope)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        scope = self.scopes.get(id(original_node))
+        if scope is not None and scope.kind != "module":
+            self.stack.pop()
+
+    def enclosing_functions(self) -> list[Scope]:
+        found = []
+        scope: Scope | None = self.scope
+        while scope is not None:
+            if scope.kind in ("function", "lambda"):
+                found.append(scope)
+            scope = scope.parent
+        return found
+
+    def is_registration(self) -> bool:
+        """Changes inside functions used as decorators in this module (`@register("gelu")`,
+        and the decorator such a factory returns) happen at import time, when the decorated
+        definitions register themselves."""
+        if self._decorators is None:
+            finder = _DecoratorNames()
+            finder.walk(self.module.tree)
+            self._decorators = finder.names
+        return any(scope.name in self._decorators for scope in self.enclosing_functions())
+
+    def is_memo_write(self, target: cst.BaseExpression, how: str, direct: bool) -> bool:
+        if direct:
+            return False
+        functions = self.enclosing_functions()
+        if not functions:
+            return False
+        node = functions[0].node
+        if id(node) not in self._memo:
+            self._memo[id(node)] = memo_containers(node)
+        return compact(target) in self._memo[id(node)]
+
+    def in_function(self) -> bool:
+        scope: Scope | None = self.scope
+        while scope is not None:
+            if scope.kind in ("function", "lambda"):
+                return True
+            scope = scope.parent
+        return False
+
+    def record(self, target: cst.BaseExpression, node: cst.CSTNode, how: str,
+               direct: bool) -> None:
+        """`direct`: the target itself is (re)bound; else the object it names is changed."""
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.record(element.value, node, how, direct)
+            return
+        if isinstance(target, cst.StarredElement):
+            self.record(target.value, node, how, direct)
+            return
+        where = function_name(self.scope)
+        if self.is_registration() or self.is_memo_write(target, how, direct):
+            return
+        # Writes through a module: `m.NAME = ...`, `m.NAME.append(...)`, `pkg.m.NAME[k] = ...`.
+        chain = target
+        while isinstance(chain, (cst.Attribute, cst.Subscript)):
+            if isinstance(chain, cst.Attribute) and isinstance(chain.value, cst.Name) \
+                    and self.in_function():
+                # `Layer.scale = ...` on a class of this module: a class attribute change.
+                owners = self.scope.lookup(chain.value.value)
+                if owners and all(b.kind == "class" and b.scope.kind == "module" for b in owners):
+                    kind = how if (direct and chain is target) else "mutated in place"
+                    self.class_writes.setdefault((chain.value.value, chain.attr.value), []).append(
+                        Change(self.module, node, kind, where))
+            if isinstance(chain, cst.Attribute):
+                for qualname in import_qualnames(chain.value, self.scope):
+                    kind = how if (direct and chain is target) else "mutated in place"
+                    self.through.setdefault((qualname, chain.attr.value), []).append(
+                        Change(self.module, node, kind, where))
+            chain = chain.value
+        name = root_name(target)
+        if name is None:
+            return
+        bindings = self.scope.lookup(name.value)
+        if not bindings or bindings[0].scope.kind != "module":
+            return
+        imports = [b for b in bindings if b.kind == "import"]
+        if imports:
+            # `from settings import HISTORY; HISTORY.append(x)` mutates settings.HISTORY;
+            # `sys.path.insert(...)` is about the module `sys`, handled as a write through it.
+            if not (direct and isinstance(target, cst.Name)) and self.in_function():
+                for binding in imports:
+                    qualname = binding.qualname or ""
+                    if "." in qualname and root_is(target, name):
+                        parent, attr = qualname.rsplit(".", 1)
+                        self.through.setdefault((parent, attr), []).append(
+                            Change(self.module, node, "mutated in place", where,
+                                   first_attribute(target)))
+            return
+        if not self.in_function():
+            return  # module-level statements run once, at import
+        if direct and isinstance(target, cst.Name):
+            if name.value not in self.declared_global():
+                return
+            kind = how
+        elif direct and isinstance(target, cst.Attribute) and target.value is name:
+            kind = "reassigned" if how == "rebound" else how
+        else:
+            kind = "mutated in place"
+        self.own.setdefault(name.value, []).append(
+            Change(self.module, node, kind, where, first_attribute(target)))
+
+    def declared_global(self) -> set[str]:
+        names: set[str] = set()
+        scope: Scope | None = self.scope
+        while scope is not None and scope.kind != "module":
+            names |= scope.global_names
+            scope = scope.parent
+        return names
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.record_target(target.target, node, "rebound")
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.record_target(node.target, node, "rebound")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.record_target(node.target, node, "changed by augmented assignment")
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self.record_target(node.target, node, "deleted")
+
+    def record_target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+        if isinstance(target, cst.Subscript):
+            self.record(target.value, node, "mutated in place", direct=False)
+        else:
+            self.record(target, node, how, direct=True)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and is_mutator(func.attr.value):
+            self.record(func.value, node, "mutated in place", direct=False)
+        elif (isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 2
+              and not self.scope.lookup("setattr")):
+            name = node.args[1].value
+            if isinstance(name, cst.SimpleString) and isinstance(name.evaluated_value, str):
+                attr = cst.Attribute(value=node.args[0].value, attr=cst.Name(name.evaluated_value))
+                for qualname in import_qualnames(node.args[0].value, self.scope):
+                    self.through.setdefault((qualname, attr.attr.value), []).append(
+                        Change(self.module, node, "rebound", function_name(self.scope)))
+
+
+class ClassWriteCollector(Visitor):
+    """`self.X` assignments and in-place mutations in one method (closures included)."""
+
+    def __init__(self, module: SourceModule, self_name: str, where: str) -> None:
+        self.module = module
+        self.self_name = self_name
+        self.where = where
+        self.found: dict[str, list[Change]] = {}
+        self.memo: frozenset[str] = frozenset()
+
+    def attr_of_self(self, expr: cst.BaseExpression) -> str | None:
+        """`X` when `expr` is `self.X` or something inside it (`self.X[0]`, `self.X.y`)."""
+        while isinstance(expr, (cst.Attribute, cst.Subscript)):
+            if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+                    and expr.value.value == self.self_name):
+                return expr.attr.value
+            expr = expr.value
+        return None
+
+    def add(self, attr: str | None, node: cst.CSTNode, how: str) -> None:
+        if attr is not None:
+            self.found.setdefault(attr, []).append(Change(self.module, node, how, self.where))
+
+    def target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+        if isinstance(target, cst.Subscript) and compact(target.value) in self.memo:
+            return  # `self.cache[key] = ...` after `if key not in self.cache`: memoization
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.target(element.value, node, how)
+            return
+        if isinstance(target, cst.StarredElement):
+            self.target(target.value, node, how)
+            return
+        direct = (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                  and target.value.value == self.self_name)
+        self.add(self.attr_of_self(target), node, how if direct else "mutated in place")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.target(target.target, node, "reassigned")
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.target(node.target, node, "reassigned")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.target(node.target, node, "updated in place")
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self.target(node.target, node, "deleted")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and is_mutator(func.attr.value):
+            self.add(self.attr_of_self(func.value), node, "mutated in place")
+        elif isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 2:
+            obj, name = node.args[0].value, node.args[1].value
+            if (isinstance(obj, cst.Name) and obj.value == self.self_name
+                    and isinstance(name, cst.SimpleString)
+                    and isinstance(name.evaluated_value, str)):
+                self.add(name.evaluated_value, node, "reassigned")
+
+
+class BindingModel:
+    """Lazily built answers about changes of module globals and instance attributes."""
+
+    def __init__(self, project: Project, resolver: Resolver) -> None:
+        self.project = project
+        self.resolver = resolver
+        self._modules: dict[int, ModuleWriteCollector] = {}
+        self._classes: dict[int, dict[str, list[Change]]] = {}
+        self._files: list[Path] | None = None
+        self._texts: dict[Path, str | None] = {}
+        self._external: dict[tuple[str, str], list[Change]] = {}
+        self._setup: dict[int, set[str]] = {}
+
+    # -- modules -----------------------------------------------------------------------
+    def module_writes(self, module: SourceModule) -> ModuleWriteCollector:
+        key = id(module)
+        if key not in self._modules:
+            collector = ModuleWriteCollector(module)
+            collector.walk(module.tree)
+            self._modules[key] = collector
+        return self._modules[key]
+
+    def global_changes(self, module: SourceModule, name: str,
+                       rebinding_counts: bool = True) -> list[Change]:
+        """Run-time changes of `module.name` anywhere in the project.
+
+        `rebinding_counts=False` for a reader that imported the value (`from m import NAME`):
+        rebinding `m.NAME` later does not change the reader's copy; mutating it does.
+        """
+        changes = list(self.module_writes(module).own.get(name, []))
+        changes += self.external_changes(module, name)
+        if not rebinding_counts:
+            changes = [c for c in changes if c.how == "mutated in place"]
+        return changes
+
+    def external_changes(self, module: SourceModule, name: str) -> list[Change]:
+        """`m.NAME = ...` and the like in any project file (the module's own file included)."""
+        if not module.name:
+            return []
+        key = (module.name, name)
+        if key in self._external:
+            return self._external[key]
+        short = module.name.rsplit(".", 1)[-1]
+        quoted_name, quoted_short = re.escape(name), re.escape(short)
+        alias = re.compile(rf"^[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]+[^\n]*?\b{quoted_short}"
+                           rf"[ \t]+as[ \t]+(\w+)", re.M)
+        from_import = re.compile(rf"^[ \t]*from[ \t]+[\w.]*\b{quoted_short}[ \t]+import\b[^\n]*"
+                                 rf"\b{quoted_name}\b", re.M)
+        change = (r"\s*(?:\[[^\]\n]*\]\s*)?"
+                  r"(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\.\s*\w+\s*\()")
+        direct = f"{short}.{name}"
+        direct_write = re.compile(re.escape(direct) + r"\b" + change)
+        changes: list[Change] = []
+        for path in self.project_files():
+            text = self.text(path)
+            if not text or name not in text or short not in text:
+                continue
+            candidate = ((direct in text and direct_write.search(text) is not None)
+                         or from_import.search(text) is not None)
+            if not candidate and " as " in text:
+                candidate = any(
+                    f"{other}.{name}" in text
+                    and re.search(re.escape(f"{other}.{name}") + r"\b" + change, text)
+                    for other in alias.findall(text))
+            if not candidate:
+                continue
+            other = self.project.module_at(path)
+            if other is None:
+                continue
+            for (qualname, attr), found in self.module_writes(other).through.items():
+                if attr == name and (qualname == module.name
+                                     or module.name.endswith(f".{qualname}")):
+                    changes.extend(found)
+        self._external[key] = changes
+        return changes
+
+    def project_files(self) -> list[Path]:
+        """Files that may write a project module's globals: the `.py` files directly in each
+        import root, and everything inside the packages found there (a root such as the
+        current folder is not searched through folders that are not packages)."""
+        if self._files is None:
+            files: list[Path] = []
+            for root in self.project.roots:
+                try:
+                    entries = sorted(os.scandir(root), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for entry in entries:
+                    if len(files) > MAX_PROJECT_FILES:
+                        break
+                    if entry.name.endswith(".py") and entry.is_file():
+                        files.append(Path(entry.path))
+                    elif (entry.is_dir() and entry.name not in SKIPPED_DIRS
+                          and not entry.name.startswith(".")
+                          and os.path.isfile(os.path.join(entry.path, "__init__.py"))):
+                        files.extend(self.walk_package(Path(entry.path)))
+            self._files = list(dict.fromkeys(p.resolve() for p in files))[:MAX_PROJECT_FILES]
+        return self._files
+
+    @staticmethod
+    def walk_package(folder: Path) -> list[Path]:
+        found: list[Path] = []
+        for current, dirs, names in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+            found.extend(Path(current) / n for n in sorted(names) if n.endswith(".py"))
+            if len(found) > MAX_PROJECT_FILES:
+                break
+        return found
+
+    def text(self, path: Path) -> str | None:
+        if path not in self._texts:
+            try:
+                if path.stat().st_size > 5 * 1024 * 1024:
+                    self._texts[path] = None
+                else:
+                    self._texts[path] = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self._texts[path] = None
+        return self._texts[path]
+
+    # -- classes -----------------------------------------------------------------------
+    def class_changes(self, cls: ClassInfo) -> dict[str, list[Change]]:
+        """`self.X` changes outside setup in `cls` and its project base classes."""
+        key = id(cls.node)
+        if key in self._classes:
+            return self._classes[key]
+        self._classes[key] = {}  # cycles in bases
+        merged: dict[str, list[Change]] = {}
+        for attr, changes in self.own_class_changes(cls).items():
+            merged.setdefault(attr, []).extend(changes)
+        for base in self.resolver.base_classes(cls):
+            for attr, changes in self.class_changes(base).items():
+                merged.setdefault(attr, []).extend(changes)
+        self._classes[key] = merged
+        return merged
+
+    def setup_names(self, class_node: cst.ClassDef) -> set[str]:
+        """`__init__`, the setup methods and the methods `__init__` calls, of one class."""
+        key = id(class_node)
+        if key not in self._setup:
+            methods = {statement.name.value: statement for statement in class_node.body.body
+                       if isinstance(statement, cst.FunctionDef)}
+            self._setup[key] = self.setup_methods(methods)
+        return self._setup[key]
+
+    def own_class_changes(self, cls: ClassInfo) -> dict[str, list[Change]]:
+        methods = {statement.name.value: statement for statement in cls.node.body.body
+                   if isinstance(statement, cst.FunctionDef)}
+        setup = self.setup_names(cls.node)
+        found: dict[str, list[Change]] = {}
+        for name, method in methods.items():
+            if name in setup or is_staticmethod(method):
+                continue  # classmethods count: `cls.X = ...` changes a class attribute
+            params = [*method.params.posonly_params, *method.params.params]
+            if not params:
+                continue
+            collector = ClassWriteCollector(cls.module, params[0].name.value,
+                                            f"{cls.qualname}.{name}")
+            collector.memo = memo_containers(method)
+            collector.walk(method.body)
+            for attr, changes in collector.found.items():
+                found.setdefault(attr, []).extend(changes)
+        if cls.scope.parent is not None and cls.scope.parent.kind == "module":
+            own = cls.node.name.value
+            for (class_name, attr), changes in self.module_writes(cls.module).class_writes.items():
+                if class_name == own:
+                    found.setdefault(attr, []).extend(changes)
+        return found
+
+    @staticmethod
+    def setup_methods(methods: dict[str, cst.FunctionDef]) -> set[str]:
+        """`__init__` and friends, and the methods they call on `self` (transitively)."""
+        setup = {name for name in methods if name in SETUP_METHODS}
+        pending = list(setup)
+        while pending:
+            method = methods[pending.pop()]
+            params = [*method.params.posonly_params, *method.params.params]
+            if not params:
+                continue
+            self_name = params[0].name.value
+            for call in calls_in(method):
+                func = call.func
+                if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                        and func.value.value == self_name and func.attr.value in methods
+                        and func.attr.value not in setup):
+                    setup.add(func.attr.value)
+                    pending.append(func.attr.value)
+        return setup
+
+
+def is_staticmethod(method: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+               for d in method.decorators)
+
+
+def is_static(method: cst.FunctionDef) -> bool:
+    for decorator in method.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Name) and expr.value in ("staticmethod", "classmethod"):
+            return True
+    return False
+
+
+class _DecoratorNames(Visitor):
+    """Names of the functions this module uses as decorators (`@name`, `@name(...)`)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        expr = node.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        if isinstance(expr, cst.Name):
+            self.names.add(expr.value)
+        elif isinstance(expr, cst.Attribute):
+            self.names.add(expr.attr.value)
+
+
+class _Calls(Visitor):
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    collector = _Calls()
+    collector.walk(node)
+    return collector.calls

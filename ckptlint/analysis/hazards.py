@@ -1,0 +1,273 @@
+"""What a call or a read inside a segment means: randomness, devices, logging, outside state.
+
+Recognised by qualified names through the file's imports (`import_qualnames`), so
+`F.dropout`, `torch.nn.functional.dropout` and `from torch.nn.functional import dropout`
+are the same thing, and nothing in a library is parsed.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ckptlint.analysis.resolve import ClassInfo, Resolver
+from ckptlint.analysis.scopes import Scope
+from ckptlint.analysis.segment import import_qualnames
+
+# -- randomness torch saves and restores (CKP302, CKP301) ---------------------------------------
+TORCH_RANDOM_FUNCTIONS = frozenset({
+    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
+    "bernoulli", "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d",
+    "dropout3d", "alpha_dropout", "feature_alpha_dropout", "feature_dropout", "gumbel_softmax",
+    "native_dropout", "fused_dropout", "rrelu", "rrelu_",
+})
+TORCH_RANDOM_METHODS = frozenset({
+    "normal_", "uniform_", "bernoulli_", "bernoulli", "exponential_", "geometric_",
+    "log_normal_", "cauchy_", "random_", "multinomial",
+})
+RANDOM_MODULES = frozenset({
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "RReLU", "DropPath", "DropBlock2d", "StochasticDepth",
+})
+RANDOM_MODULE_PACKAGES = ("torch.", "timm.", "torchvision.")
+
+# -- randomness torch never restores (CKP303) --------------------------------------------------
+PY_RANDOM_DRAWS = frozenset({
+    "random", "randint", "randrange", "choice", "choices", "shuffle", "sample", "uniform",
+    "gauss", "normalvariate", "lognormvariate", "expovariate", "betavariate", "gammavariate",
+    "triangular", "vonmisesvariate", "paretovariate", "weibullvariate", "getrandbits",
+    "randbytes", "binomialvariate",
+})
+NUMPY_RANDOM_DRAWS = PY_RANDOM_DRAWS | frozenset({
+    "rand", "randn", "random_sample", "ranf", "permutation", "normal", "binomial", "poisson",
+    "beta", "gamma", "exponential", "multinomial", "dirichlet", "integers", "standard_normal",
+    "random_integers", "laplace", "logistic", "geometric", "bytes",
+})
+RNG_FACTORIES = {
+    "random.Random": "Python `random.Random`",
+    "numpy.random.default_rng": "NumPy `default_rng`",
+    "numpy.random.RandomState": "NumPy `RandomState`",
+    "numpy.random.Generator": "NumPy `Generator`",
+}
+
+# -- outside state (CKP202) --------------------------------------------------------------------
+EXTERNAL_READS = {
+    "time.time": "the wall clock", "time.time_ns": "the wall clock",
+    "time.perf_counter": "a clock", "time.perf_counter_ns": "a clock",
+    "time.monotonic": "a clock", "time.monotonic_ns": "a clock",
+    "time.process_time": "the process clock", "time.process_time_ns": "the process clock",
+    "time.thread_time": "the thread clock", "time.localtime": "the wall clock",
+    "time.gmtime": "the wall clock", "time.ctime": "the wall clock",
+    "datetime.datetime.now": "the wall clock", "datetime.datetime.utcnow": "the wall clock",
+    "datetime.datetime.today": "the wall clock", "datetime.date.today": "the wall clock",
+    "os.environ": "the environment", "os.getenv": "the environment",
+    "os.environ.get": "the environment", "os.getpid": "the process id",
+    "os.getppid": "the process id", "os.getcwd": "the working directory",
+    "os.urandom": "the OS entropy pool",
+    "threading.current_thread": "thread state", "threading.get_ident": "thread state",
+    "threading.get_native_id": "thread state", "threading.active_count": "thread state",
+    "multiprocessing.current_process": "process state", "socket.gethostname": "the host name",
+    "uuid.uuid1": "the clock and host", "uuid.uuid4": "the OS entropy pool",
+    "psutil.virtual_memory": "process state", "resource.getrusage": "process state",
+}
+
+# -- side effects (CKP401) ---------------------------------------------------------------------
+# `debug` is left out: off by default, and a diagnostic the user turned on on purpose.
+LOG_METHODS = frozenset({"info", "warning", "warn", "error", "exception", "critical",
+                         "fatal", "log"})
+LOGGER_FACTORIES = ("getLogger", "get_logger")
+
+
+def qualnames(expr: cst.BaseExpression, scope: Scope) -> set[str]:
+    return import_qualnames(expr, scope)
+
+
+def short_name(qualname: str) -> str:
+    return qualname.rsplit(".", 1)[-1]
+
+
+def literal_number(expr: cst.BaseExpression | None) -> float | None:
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return float(expr.evaluated_value)
+    return None
+
+
+def keyword(call: cst.Call, name: str, position: int | None = None) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    if position is not None:
+        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if position < len(positional):
+            return positional[position].value
+    return None
+
+
+def is_false(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def random_call(call: cst.Call, scope: Scope) -> str | None:
+    """A description of the torch randomness `call` draws (None when it draws none)."""
+    func = call.func
+    for name in qualnames(func, scope):
+        if not name.startswith("torch."):
+            continue
+        short = short_name(name)
+        if short == "scaled_dot_product_attention":
+            p = keyword(call, "dropout_p", 4)
+            if p is None or literal_number(p) == 0.0:
+                return None
+            return f"`{name}` with `dropout_p`"
+        if short in TORCH_RANDOM_FUNCTIONS and not name.startswith(("torch.cuda.", "torch.random.")):
+            if "dropout" in short:
+                p = literal_number(keyword(call, "p", 1))
+                training = keyword(call, "training", 2)
+                if training is None:
+                    training = keyword(call, "train", 2)
+                if (p is not None and p == 0.0) or is_false(training):
+                    return None
+                if short in ("alpha_dropout", "feature_alpha_dropout") and training is None:
+                    return None  # these default to training=False
+            if short.startswith("rrelu"):
+                training = keyword(call, "training", 3)
+                if not (isinstance(training, cst.BaseExpression) and not is_false(training)):
+                    return None
+            return f"`{name}`"
+        if name.startswith("torch.nn.init.") and short.endswith("_") and short not in (
+                "zeros_", "ones_", "constant_", "eye_", "dirac_"):
+            return f"`{name}`"
+    if isinstance(func, cst.Attribute) and func.attr.value in TORCH_RANDOM_METHODS:
+        names = qualnames(func.value, scope)
+        if names and not any(n.startswith("torch") for n in names):
+            return None  # `np.random.normal`-style: CKP303's business
+        if func.attr.value in ("bernoulli", "multinomial") and names:
+            return None  # torch.bernoulli handled above
+        return f"`.{func.attr.value}()`"
+    return None
+
+
+def module_constructors(resolver: Resolver, cls: ClassInfo | None,
+                        attr: str) -> list[tuple[str, cst.Call]]:
+    """(qualified class name, constructor call) for each way `self.<attr>` is built."""
+    if cls is None:
+        return []
+    assigned = resolver.attribute_assignments(cls).get(attr)
+    if not assigned:
+        for base in resolver.base_classes(cls):
+            assigned = resolver.attribute_assignments(base).get(attr)
+            if assigned:
+                break
+    found: list[tuple[str, cst.Call]] = []
+    for value, scope in assigned or []:
+        for expr in branches(value):
+            if isinstance(expr, cst.Call):
+                for name in qualnames(expr.func, scope):
+                    if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
+                        p = literal_number(keyword(expr, "p", 0))
+                        if p is not None and p == 0.0:
+                            continue
+                    found.append((name, expr))
+    return found
+
+
+def branches(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a if c else b` -> [a, b]; anything else -> [expr]."""
+    if isinstance(expr, cst.IfExp):
+        return [*branches(expr.body), *branches(expr.orelse)]
+    return [expr]
+
+
+def called_submodule_constructors(resolver: Resolver, call: cst.Call, module, scope: Scope,
+                                  owner: ClassInfo | None) -> list[tuple[str, cst.Call]]:
+    """For `self.<attr>(...)`: how `self.<attr>` is built (see `module_constructors`)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return []
+    cls = resolver.self_class(func.value, module, scope)
+    if cls is None:
+        return []
+    return module_constructors(resolver, owner or cls, func.attr.value)
+
+
+def random_module_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
+                       owner: ClassInfo | None) -> str | None:
+    """`self.dropout(x)` where `self.dropout` is built as `nn.Dropout(p)` (p not 0)."""
+    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
+        if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
+            built = " ".join(cst.Module([]).code_for_node(constructor).split())
+            if len(built) > 50:
+                built = short_name(name) + "(...)"
+            return f"`self.{call.func.attr.value}`, built as `{built}`"
+    return None
+
+
+NORM_WITH_RUNNING_STATS = frozenset({
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d",
+    "LazyBatchNorm2d", "LazyBatchNorm3d",
+})
+
+
+def running_stats_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
+                       owner: ClassInfo | None) -> str | None:
+    """`self.bn(x)` where `self.bn` is a torch BatchNorm that tracks running statistics."""
+    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
+        if short_name(name) in NORM_WITH_RUNNING_STATS and name.startswith("torch."):
+            if is_false(keyword(constructor, "track_running_stats", 4)):
+                continue
+            momentum = keyword(constructor, "momentum", 2)
+            if literal_number(momentum) == 0.0:
+                continue
+            return f"`self.{call.func.attr.value}` (`{short_name(name)}`)"
+    return None
+
+
+def foreign_random_call(call: cst.Call, scope: Scope) -> str | None:
+    """Python `random`, NumPy random, or an unseeded RNG factory: never restored."""
+    for name in qualnames(call.func, scope):
+        if name.startswith("random.") and short_name(name) in PY_RANDOM_DRAWS and name.count(".") == 1:
+            return f"Python's `{name}`"
+        if name.startswith("numpy.random.") and short_name(name) in NUMPY_RANDOM_DRAWS \
+                and name.count(".") == 2:
+            return f"NumPy's global generator (`{name}`)"
+        if name in RNG_FACTORIES and not call.args:
+            return f"an unseeded {RNG_FACTORIES[name]}"
+    return None
+
+
+def is_print(call: cst.Call, scope: Scope) -> bool:
+    return "builtins.print" in qualnames(call.func, scope)
+
+
+def log_call(call: cst.Call, scope: Scope) -> str | None:
+    """`logger.warning(...)`, `logging.info(...)`, `warnings.warn(...)`: the text to report."""
+    func = call.func
+    names = qualnames(func, scope)
+    # `warnings.warn` is left out: the default filter shows a warning once per location, so
+    # the replay's second call is invisible.
+    if any(n.startswith("logging.") and short_name(n) in LOG_METHODS for n in names):
+        return f"`{cst.Module([]).code_for_node(func)}`"
+    if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS:
+        return None
+    receiver = func.value
+    if isinstance(receiver, cst.Name):
+        for binding in scope.lookup(receiver.value):
+            value = binding.value
+            if binding.kind == "assign" and isinstance(value, cst.Call):
+                factory = value.func
+                last = factory.attr.value if isinstance(factory, cst.Attribute) else (
+                    factory.value if isinstance(factory, cst.Name) else "")
+                if last in LOGGER_FACTORIES:
+                    return f"`{receiver.value}.{func.attr.value}`"
+    return None
+
+
+def external_read(expr: cst.BaseExpression, scope: Scope) -> str | None:
+    """`time.time`, `os.environ`, ...: what outside state `expr` (a name or call func) reads."""
+    for name in qualnames(expr, scope):
+        if name in EXTERNAL_READS:
+            return f"`{name}` ({EXTERNAL_READS[name]})"
+    return None
+
+
+def device_text(expr: cst.BaseExpression) -> str:
+    return cst.Module([]).code_for_node(expr)

@@ -1,0 +1,208 @@
+"""The project being linted: where its modules are, parsed lazily and once each."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from ckptlint.syntax.reading import Limits, SourceError
+
+if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
+    from ckptlint.syntax.source import SourceModule
+
+
+def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
+    """The folder above the outermost package (folders with `__init__.py`) holding `path`.
+
+    `known`: answers by folder, read and extended (a run asks once per folder, and folders
+    share their way up).
+    """
+    known = {} if known is None else known
+    folder = path.parent
+    climbed = []
+    while (folder not in known and os.path.isfile(folder / "__init__.py")
+           and folder.parent != folder):
+        climbed.append(folder)
+        folder = folder.parent
+    root = known.setdefault(folder, folder)
+    for below in climbed:
+        known[below] = root
+    return root
+
+
+class Project:
+    """Maps files to dotted module names and back, and keeps each parsed module once."""
+
+    def __init__(self, roots: list[Path], display_base: Path | None = None,
+                 limits: Limits = Limits()) -> None:
+        self.roots = [root.resolve() for root in roots]
+        self.display_base = display_base
+        self.limits = limits  # for the modules read to follow calls
+        self._by_path: dict[Path, SourceModule | None] = {}
+        self.parse_errors: dict[Path, str] = {}
+        self._module_names: dict[Path, frozenset[str] | None] = {}
+        self._package_roots: dict[Path, Path] = {}
+        self._resolved_folders: dict[Path, Path] = {}
+        # While set (by the engine, per linted file): every path looked at to resolve names,
+        # found or not, so that the cache can tell when a result depends on another file.
+        self.accessed: set[Path] | None = None
+
+    def add_root_for(self, path: Path) -> None:
+        folder = path.resolve().parent if path.is_symlink() else self._resolved(path.parent)
+        root = package_root(folder / path.name, self._package_roots)
+        if root not in self.roots:
+            self.roots.append(root)
+
+    def _resolved(self, folder: Path) -> Path:
+        """`folder.resolve()`, remembered for each folder on the way up (one `lstat` each
+        instead of one per component)."""
+        known = self._resolved_folders.get(folder)
+        if known is None:
+            parent = folder.parent
+            if parent == folder or folder.is_symlink() or folder.name in ("", ".", ".."):
+                known = folder.resolve()
+            else:
+                known = self._resolved(parent) / folder.name
+            self._resolved_folders[folder] = known
+        return known
+
+    def module_name(self, path: Path) -> tuple[str, bool]:
+        path = path.resolve()
+        is_package = path.name == "__init__.py"
+        return next(self._dotted_names(path, is_package), path.stem), is_package
+
+    def _dotted_names(self, path: Path, is_package: bool) -> Iterator[str]:
+        """The file's dotted module name under each root that holds it."""
+        for root in self.roots:
+            try:
+                relative = path.relative_to(root)
+            except ValueError:
+                continue
+            parts = list(relative.with_suffix("").parts)
+            if is_package:
+                parts = parts[:-1]
+            if parts and all(part.isidentifier() for part in parts):
+                yield ".".join(parts)
+
+    def display_name(self, path: Path) -> str:
+        if self.display_base is not None:
+            try:
+                return str(path.resolve().relative_to(self.display_base))
+            except ValueError:
+                pass
+        return str(path)
+
+    def register(self, module: SourceModule) -> None:
+        self._by_path[module.path] = module
+
+    def module_at(self, path: Path) -> SourceModule | None:
+        """The parsed module at `path` (None when it cannot be read or parsed)."""
+        path = path.resolve()
+        if self.accessed is not None:
+            self.accessed.add(path)
+        if path not in self._by_path:
+            from ckptlint.syntax.source import load_module
+
+            name, is_package = self.module_name(path)
+            try:
+                self._by_path[path] = load_module(path, self.display_name(path), name,
+                                                  is_package, self.limits.read_text(path))
+            except SourceError as error:
+                self.parse_errors[path] = str(error)
+                self._by_path[path] = None
+            except RecursionError:
+                self.parse_errors[path] = "nesting too deep to parse"
+                self._by_path[path] = None
+        return self._by_path[path]
+
+    def module_path(self, dotted: str) -> Path | None:
+        """The file of the project module with this dotted name, found without parsing it."""
+        parts = dotted.split(".")
+        for root in self.roots:
+            base = root.joinpath(*parts)
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if self.accessed is not None:
+                    self.accessed.add(candidate)
+                if os.path.isfile(candidate):  # (False in a folder we may not read)
+                    return candidate
+        return None
+
+    def find_module(self, dotted: str) -> SourceModule | None:
+        """The parsed project module with this dotted name, if it lives under one of the roots."""
+        path = self.module_path(dotted)
+        return self.module_at(path) if path is not None else None
+
+    def may_bind(self, path: Path, name: str) -> bool:
+        """Can the module at `path` bind `name` at module level? False only when certain.
+
+        Answered from a module already parsed, else from the text and CPython's `ast` (about a
+        tenth of libcst's parse): resolving `torch.fx` needs `torch/__init__.py` parsed only
+        when that file may itself define `fx`.
+        """
+        path = path.resolve()
+        if self.accessed is not None:
+            self.accessed.add(path)
+        module = self._by_path.get(path)
+        if module is not None:
+            return name in module.scopes.module_scope.bindings
+        if path not in self._module_names:
+            dotted, is_package = self.module_name(path)
+            own = set(self._dotted_names(path, is_package)) if is_package else set()
+            self._module_names[path] = module_level_names(path, dotted, is_package, own,
+                                                          self.limits)
+        names = self._module_names[path]
+        return names is None or name in names
+
+
+def module_level_names(path: Path, module_name: str, is_package: bool,
+                       own_names: set[str], limits: Limits) -> frozenset[str] | None:
+    """Names a module may bind in its own namespace (`global` declarations in functions
+    included); None when the file cannot be read or parsed, or is over `limits`.
+
+    Left out: star imports, as `scopes.py` leaves them out (what they bind is not known
+    without the imported module), and a package importing its own submodule under its own
+    name (`from torch import fx as fx` in `torch/__init__.py`), which binds what the
+    submodule's path already gives (`own_names`: the package's dotted names, one per root
+    that holds it).
+    """
+    import ast
+
+    from ckptlint.syntax.modnames import resolve_relative
+    from ckptlint.syntax.reading import parse_ast
+
+    try:
+        text = limits.read_text(path)
+        tree = parse_ast(text, str(path))
+    except (OSError, SourceError, RecursionError):
+        return None
+    names: set[str] = set()
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module
+            if node.level:
+                base = resolve_relative(module_name, is_package, node.level, base)
+            own = base in own_names
+            names.update(alias.asname or alias.name for alias in node.names if alias.name != "*"
+                         and not (own and alias.asname in (None, alias.name)))
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        if isinstance(node, nested):
+            if not isinstance(node, ast.Lambda):
+                names.add(node.name)
+            pending.extend(node.decorator_list if not isinstance(node, ast.Lambda) else ())
+            continue  # its body binds in its own scope
+        pending.extend(ast.iter_child_nodes(node))
+    if "global" in text:
+        names.update(name for node in ast.walk(tree) if isinstance(node, ast.Global)
+                     for name in node.names)
+    return frozenset(names)

@@ -1,0 +1,350 @@
+"""A light scope and binding model over a libcst module (pyflakes-like, no metadata providers).
+
+libcst's ScopeProvider and QualifiedNameProvider cost several times a parse; this pass records
+only what ckptlint asks: which names each scope binds, to what, and the qualified names of
+imports. Names are looked up with Python's rules (class scopes are invisible to nested
+functions; `global`/`nonlocal` redirect).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import libcst as cst
+
+from ckptlint.syntax.modnames import resolve_relative
+from ckptlint.syntax.walk import Visitor
+
+
+@dataclass(eq=False)
+class Binding:
+    """One place where a name is bound."""
+
+    name: str
+    kind: str  # import | def | class | assign | augassign | param | for | with | except | walrus
+    scope: Scope
+    node: cst.CSTNode  # the binding statement or definition
+    value: cst.BaseExpression | None = None  # assigned value or iterated expression
+    qualname: str | None = None  # for imports: the dotted name bound
+    # Inside an if/try/loop/with of its scope: it may or may not have run.
+    conditional: bool = False
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: str  # module | class | function | lambda | comprehension
+    node: cst.CSTNode
+    parent: Scope | None
+    name: str = ""
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    global_names: set[str] = field(default_factory=set)
+    nonlocal_names: set[str] = field(default_factory=set)
+    # `name[key] = value` statements in this scope, for dicts built up before `**name`.
+    item_assignments: dict[str, list[tuple[cst.BaseExpression, cst.BaseExpression]]] = field(
+        default_factory=dict
+    )
+    # Names on which `.update()`/`.setdefault()`/`.pop()`/`del name[...]` is called.
+    dict_updates: set[str] = field(default_factory=set)
+
+    def bind(self, binding: Binding) -> None:
+        target = self
+        if binding.name in self.global_names:
+            target = self.module_scope()
+        elif binding.name in self.nonlocal_names:
+            target = self.enclosing_function_binding(binding.name) or self
+        binding.scope = target
+        target.bindings.setdefault(binding.name, []).append(binding)
+
+    def module_scope(self) -> Scope:
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+    def enclosing_function_binding(self, name: str) -> Scope | None:
+        scope = self.parent
+        while scope is not None and scope.kind != "module":
+            if scope.kind != "class" and name in scope.bindings:
+                return scope
+            scope = scope.parent
+        return None
+
+    def lookup(self, name: str) -> list[Binding]:
+        """Bindings that `name` may refer to from this scope (innermost scope that binds it)."""
+        if name in self.global_names:
+            return live_bindings(self.module_scope().bindings.get(name, []))
+        scope: Scope | None = self
+        first = True
+        while scope is not None:
+            if (first or scope.kind != "class") and name in scope.bindings:
+                return live_bindings(scope.bindings[name])
+            first = False
+            scope = scope.parent
+        return []
+
+    def qualname(self) -> str:
+        parts = []
+        scope: Scope | None = self
+        while scope is not None and scope.kind != "module":
+            parts.append(scope.name or f"<{scope.kind}>")
+            scope = scope.parent
+        return ".".join(reversed(parts))
+
+
+def live_bindings(bindings: list[Binding]) -> list[Binding]:
+    """The bindings a use may see: the last unconditional one and any conditional after it.
+
+    `try: from a import f / except ImportError: from b import f` keeps both; a plain
+    rebinding (`f = other`) replaces what came before.
+    """
+    for index in range(len(bindings) - 1, -1, -1):
+        if not bindings[index].conditional:
+            return bindings[index:]
+    return bindings
+
+
+def dotted_name(node: cst.BaseExpression | cst.CSTNode) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = dotted_name(node.value)
+        return f"{head}.{node.attr.value}" if head else None
+    return None
+
+
+DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
+
+
+class ScopeBuilder(Visitor):
+    """Builds the scope tree of one module and remembers the scope of every scoped node."""
+
+    def __init__(self, module_name: str, is_package: bool) -> None:
+        self.module_name = module_name
+        self.is_package = is_package
+        self.scope_of: dict[int, Scope] = {}  # id(scoped node) -> its own scope
+        self.module_scope: Scope | None = None
+        self.stack: list[Scope] = []
+        # How many if/try/loop/with statements enclose the current point, per scope.
+        self.branch_depth: dict[int, int] = {}
+
+    # -- scope management --------------------------------------------------------------
+    @property
+    def current(self) -> Scope:
+        return self.stack[-1]
+
+    def push(self, kind: str, node: cst.CSTNode, name: str = "") -> Scope:
+        scope = Scope(kind=kind, node=node, parent=self.stack[-1] if self.stack else None, name=name)
+        self.scope_of[id(node)] = scope
+        self.stack.append(scope)
+        return scope
+
+    def bind(self, name: str, kind: str, node: cst.CSTNode, value=None, qualname=None,
+             scope: Scope | None = None) -> None:
+        scope = scope or self.current
+        conditional = self.branch_depth.get(id(self.current), 0) > 0
+        scope.bind(Binding(name, kind, scope, node, value, qualname, conditional))
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.module_scope = self.push("module", node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self.stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        for decorator in node.decorators:
+            self.walk(decorator)
+        self.visit_parameter_defaults(node.params)
+        self.bind(node.name.value, "def", node)
+        scope = self.push("function", node, node.name.value)
+        self.bind_parameters(node.params, node, scope)
+        self.walk(node.body)
+        self.stack.pop()
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.visit_parameter_defaults(node.params)
+        scope = self.push("lambda", node, "<lambda>")
+        self.bind_parameters(node.params, node, scope)
+        self.walk(node.body)
+        self.stack.pop()
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        for decorator in node.decorators:
+            self.walk(decorator)
+        for arg in (*node.bases, *node.keywords):
+            self.walk(arg)
+        self.bind(node.name.value, "class", node)
+        self.push("class", node, node.name.value)
+        self.walk(node.body)
+        self.stack.pop()
+        return False
+
+    def visit_parameter_defaults(self, params: cst.Parameters) -> None:
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.default is not None:
+                self.walk(param.default)
+
+    def bind_parameters(self, params: cst.Parameters, owner: cst.CSTNode, scope: Scope) -> None:
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        for extra in (params.star_arg, params.star_kwarg):
+            if isinstance(extra, cst.Param):
+                every.append(extra)
+        for param in every:
+            self.bind(param.name.value, "param", param, scope=scope)
+
+    def visit_comprehension(self, node, elements: list[cst.CSTNode]) -> bool:
+        for_in = node.for_in
+        self.walk(for_in.iter)  # the first iterable is evaluated in the enclosing scope
+        self.push("comprehension", node, "<comprehension>")
+        clause: cst.CompFor | None = for_in
+        first = True
+        while clause is not None:
+            if not first:
+                self.walk(clause.iter)
+            first = False
+            self.bind_target(clause.target, "for", clause, clause.iter)
+            for condition in clause.ifs:
+                self.walk(condition)
+            clause = clause.inner_for_in
+        for element in elements:
+            self.walk(element)
+        self.stack.pop()
+        return False
+
+    def visit_ListComp(self, node: cst.ListComp) -> bool:
+        return self.visit_comprehension(node, [node.elt])
+
+    def visit_SetComp(self, node: cst.SetComp) -> bool:
+        return self.visit_comprehension(node, [node.elt])
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
+        return self.visit_comprehension(node, [node.elt])
+
+    def visit_DictComp(self, node: cst.DictComp) -> bool:
+        return self.visit_comprehension(node, [node.key, node.value])
+
+    # -- conditional regions --------------------------------------------------------------
+    def enter_branch(self, node: cst.CSTNode) -> None:
+        key = id(self.current)
+        self.branch_depth[key] = self.branch_depth.get(key, 0) + 1
+
+    def leave_branch(self, node: cst.CSTNode) -> None:
+        self.branch_depth[id(self.current)] -= 1
+
+    visit_If = visit_Try = visit_TryStar = visit_While = visit_With = visit_Match = enter_branch
+    leave_If = leave_Try = leave_TryStar = leave_While = leave_With = leave_Match = leave_branch
+
+
+    # -- bindings ----------------------------------------------------------------------
+    def bind_target(self, target: cst.BaseExpression, kind: str, node: cst.CSTNode,
+                    value: cst.BaseExpression | None) -> None:
+        if isinstance(target, cst.Name):
+            self.bind(target.value, kind, node, value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                inner = element.value
+                # Unpacked targets get no single value (except for loops keep the iterable).
+                self.bind_target(inner, kind, node, value if kind == "for" else None)
+        elif isinstance(target, cst.StarredElement):
+            self.bind_target(target.value, kind, node, None)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.current.global_names.update(item.name.value for item in node.names)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self.current.nonlocal_names.update(item.name.value for item in node.names)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        single = len(node.targets) == 1
+        for target in node.targets:
+            self.bind_target(target.target, "assign", node, node.value)
+            if single and isinstance(target.target, cst.Subscript):
+                self.record_item_assignment(target.target, node.value)
+
+    def record_item_assignment(self, target: cst.Subscript, value: cst.BaseExpression) -> None:
+        if not isinstance(target.value, cst.Name) or len(target.slice) != 1:
+            return
+        index = target.slice[0].slice
+        if isinstance(index, cst.Index):
+            self.current.item_assignments.setdefault(target.value.value, []).append(
+                (index.value, value)
+            )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.attr.value in DICT_MUTATORS):
+            self.current.dict_updates.add(func.value.value)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        target = node.target
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            self.current.dict_updates.add(target.value.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.bind_target(node.target, "assign", node, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.bind_target(node.target, "augassign", node, None)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        scope = self.current
+        while scope.kind == "comprehension" and scope.parent is not None:
+            scope = scope.parent
+        if isinstance(node.target, cst.Name):
+            self.bind(node.target.value, "walrus", node, node.value, scope=scope)
+
+    def visit_For(self, node: cst.For) -> bool:
+        self.walk(node.iter)
+        self.bind_target(node.target, "for", node, node.iter)
+        self.enter_branch(node)
+        self.walk(node.body)
+        if node.orelse is not None:
+            self.walk(node.orelse)
+        self.leave_branch(node)
+        return False
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self.bind_target(node.asname.name, "with", node, node.item)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            self.bind(node.name.name.value, "except", node)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.bind(alias.asname.name.value, "import", node, qualname=full)
+            else:
+                head = full.split(".")[0]
+                self.bind(head, "import", node, qualname=head)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        base = dotted_name(node.module) if node.module is not None else None
+        level = len(node.relative)
+        if level:
+            base = resolve_relative(self.module_name, self.is_package, level, base)
+        if not base:
+            return
+        for alias in node.names:
+            imported = dotted_name(alias.name)
+            if imported is None:
+                continue
+            local = imported
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.bind(local, "import", node, qualname=f"{base}.{imported}")
+
+
+def build_scopes(module: cst.Module, module_name: str, is_package: bool) -> ScopeBuilder:
+    builder = ScopeBuilder(module_name, is_package)
+    builder.walk(module)
+    return builder

@@ -1,0 +1,475 @@
+"""Finding checkpoint sites in a module: every call of a checkpoint API under any spelling.
+
+A site is the checkpointing expression: a call (through aliases, `functools.partial`, instance
+attributes bound in `__init__`), a `checkpoint_wrapper`/`apply_activation_checkpointing`
+application, transformers' `_gradient_checkpointing_func` call, or the `class` statement of a
+`GradientCheckpointingLayer` subclass. Names are resolved through imports, never by spelling;
+resolving the API stays inside the file (no other file is parsed to find a site).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ckptlint.syntax.walk import Visitor
+
+from ckptlint.analysis import apis
+from ckptlint.analysis.apis import CheckpointApi
+from ckptlint.findings import SiteRef, TargetRef
+from ckptlint.analysis.resolve import ClassInfo, ClassValue, FunctionValue, InstanceValue, Resolver
+from ckptlint.analysis.scopes import Scope, dotted_name
+from ckptlint.syntax.source import SourceModule
+
+# Site kinds beyond the API kinds in `apis`.
+HF_FUNC, HF_LAYER, HF_ENABLE, HF_ARGS = "hf-func", "hf-layer", "hf-enable", "hf-args"
+REENTRANT, NON_REENTRANT, UNKNOWN = "reentrant", "non-reentrant", "unknown"
+
+MAX_ALIAS_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Argument:
+    value: cst.BaseExpression
+    origin: cst.Call  # the call that passes it: the site call or a `partial(...)`
+    scope: Scope
+
+
+@dataclass
+class CallArguments:
+    """The arguments a site passes, with those bound by `partial` first."""
+
+    positional: list[Argument] = field(default_factory=list)
+    keywords: dict[str, Argument] = field(default_factory=dict)
+    # A `**expr` whose keys cannot be known: any keyword may be passed.
+    opaque_keywords: bool = False
+    # A `*expr`: positions after it are unknown.
+    star_positional: bool = False
+    # Calls holding a `**` argument (known or not): fixes never add keywords next to them.
+    double_star_calls: list[cst.Call] = field(default_factory=list)
+
+    def positional_at(self, index: int) -> Argument | None:
+        if index < len(self.positional):
+            return self.positional[index]
+        return None
+
+
+@dataclass(eq=False)
+class Site:
+    module: SourceModule
+    node: cst.Call | cst.ClassDef
+    kind: str
+    scope: Scope
+    api: CheckpointApi | None = None
+    arguments: CallArguments | None = None
+    mode: str = UNKNOWN
+    # How the mode is known: "explicit" (use_reentrant/checkpoint_impl given), "implicit"
+    # (torch default applies), "api" (the API has one mode), "unknown".
+    mode_source: str = "unknown"
+    preserve_rng_state: bool | None = True
+    # Filled by `resolve_targets`.
+    targets: list[FunctionValue] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+
+    @property
+    def ref(self) -> SiteRef:
+        start = self.module.start(self.node)
+        return SiteRef(self.module.display, start.row, start.column)
+
+    @property
+    def target_refs(self) -> tuple[TargetRef, ...]:
+        refs = []
+        for target in self.targets:
+            node = target.node
+            first = node.decorators[0] if isinstance(node, cst.FunctionDef) and node.decorators else node
+            row = target.module.start(first).row
+            refs.append(TargetRef(target.module.display, row, target.qualname))
+        return tuple(refs)
+
+    @property
+    def is_segment(self) -> bool:
+        return self.kind not in (HF_ENABLE, HF_ARGS)
+
+    @property
+    def call(self) -> cst.Call | None:
+        return self.node if isinstance(self.node, cst.Call) else None
+
+
+@dataclass(frozen=True)
+class ApiRef:
+    api: CheckpointApi
+    partials: tuple[tuple[cst.Call, Scope], ...] = ()
+
+
+class SiteFinder(Visitor):
+    """Walks one module with its scopes and collects the sites."""
+
+    def __init__(self, module: SourceModule, resolver: Resolver,
+                 table: dict[str, CheckpointApi], segment_bases: tuple[str, ...]) -> None:
+        self.module = module
+        self.resolver = resolver
+        self.table = table
+        self.layer_bases = frozenset((*apis.HF_LAYER_BASES, *segment_bases))
+        self.scopes = module.scopes
+        self.stack: list[Scope] = [self.scopes.module_scope]
+        self.sites: list[Site] = []
+        self.imports_transformers = any(
+            binding.kind == "import" and (binding.qualname or "").split(".")[0]
+            in ("transformers", "peft", "trl")
+            for scope in self.scopes.scope_of.values()
+            for bindings in scope.bindings.values() for binding in bindings
+        )
+
+    # -- scope tracking ----------------------------------------------------------------
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        scope = self.scopes.scope_of.get(id(node))
+        if scope is not None and scope.kind != "module":
+            self.stack.append(scope)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        scope = self.scopes.scope_of.get(id(original_node))
+        if scope is not None and scope.kind != "module":
+            self.stack.pop()
+
+    @property
+    def scope(self) -> Scope:
+        return self.stack[-1]
+
+    # -- sites -------------------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        outer = self.stack[-2] if len(self.stack) > 1 else self.stack[-1]
+        if self.derives_from_layer_base(node, outer, 0):
+            class_scope = self.scopes.scope_of[id(node)]
+            self.sites.append(Site(self.module, node, HF_LAYER, class_scope))
+
+    def derives_from_layer_base(self, node: cst.ClassDef, scope: Scope, depth: int) -> bool:
+        if depth > MAX_ALIAS_DEPTH:
+            return False
+        for base in node.bases:
+            for qualname in self.local_qualnames(base.value, scope, 0):
+                if qualname in self.layer_bases:
+                    return True
+            if isinstance(base.value, cst.Name):
+                for binding in scope.lookup(base.value.value):
+                    if binding.kind == "class" and self.derives_from_layer_base(
+                            binding.node, binding.scope, depth + 1):
+                        return True
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        scope = self.scope
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            attr = func.attr.value
+            if attr == apis.HF_CHECKPOINT_METHOD:
+                self.sites.append(Site(self.module, node, HF_FUNC, scope,
+                                       arguments=self.arguments(node, scope, ()),
+                                       preserve_rng_state=True))
+                return
+            if attr == apis.HF_ENABLE_METHOD and self.imports_transformers:
+                self.sites.append(Site(self.module, node, HF_ENABLE, scope,
+                                       arguments=self.arguments(node, scope, ())))
+                return
+        if self.local_qualnames(func, scope, 0) & set(apis.HF_TRAINING_ARGUMENTS):
+            self.sites.append(Site(self.module, node, HF_ARGS, scope,
+                                   arguments=self.arguments(node, scope, ())))
+            return
+        refs = self.api_refs(func, scope, 0)
+        if not refs:
+            return
+        # Several bindings (try/except imports): take the first in table order, every run.
+        order = list(self.table)
+        ref = min(refs, key=lambda r: order.index(r.api.qualname))
+        arguments = self.arguments(node, scope, ref.partials)
+        site = Site(self.module, node, ref.api.kind, scope, api=ref.api, arguments=arguments)
+        self.decide_mode(site)
+        self.sites.append(site)
+
+    # -- resolving the callee within this file -------------------------------------------
+    def local_qualnames(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> set[str]:
+        """Qualified names `expr` denotes through imports and aliases of this file."""
+        if depth > MAX_ALIAS_DEPTH:
+            return set()
+        if isinstance(expr, cst.Name):
+            names: set[str] = set()
+            for binding in scope.lookup(expr.value):
+                if binding.kind == "import" and binding.qualname:
+                    names.add(binding.qualname)
+                elif binding.kind == "def" and binding.scope.kind == "module" and self.module.name:
+                    # Inside the API's own module (linting torch itself): its calls are sites.
+                    names.add(f"{self.module.name}.{expr.value}")
+                elif binding.kind in ("assign", "walrus") and binding.value is not None:
+                    names |= self.local_qualnames(binding.value, binding.scope, depth + 1)
+            return names
+        if isinstance(expr, cst.Attribute):
+            return {f"{head}.{expr.attr.value}"
+                    for head in self.local_qualnames(expr.value, scope, depth + 1)}
+        return set()
+
+    def api_refs(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[ApiRef]:
+        if depth > MAX_ALIAS_DEPTH:
+            return []
+        refs = [ApiRef(self.table[name]) for name in sorted(self.local_qualnames(expr, scope, depth))
+                if name in self.table]
+        if refs:
+            return refs
+        if isinstance(expr, cst.Name):
+            for binding in scope.lookup(expr.value):
+                if binding.kind in ("assign", "walrus") and binding.value is not None:
+                    refs.extend(self.api_refs(binding.value, binding.scope, depth + 1))
+        elif isinstance(expr, cst.Attribute):
+            owner = self.resolver.self_class(expr.value, self.module, scope)
+            if owner is not None and owner.module is self.module:
+                assigned = self.resolver.attribute_assignments(owner).get(expr.attr.value, [])
+                for value, value_scope in assigned:
+                    refs.extend(self.api_refs(value, value_scope, depth + 1))
+        elif isinstance(expr, cst.Call) and expr.args and not expr.args[0].star:
+            if self.local_qualnames(expr.func, scope, depth + 1) & {"functools.partial"}:
+                for inner in self.api_refs(expr.args[0].value, scope, depth + 1):
+                    refs.append(ApiRef(inner.api, ((expr, scope), *inner.partials)))
+        return refs
+
+    # -- arguments -----------------------------------------------------------------------
+    def arguments(self, call: cst.Call, scope: Scope,
+                  partials: tuple[tuple[cst.Call, Scope], ...]) -> CallArguments:
+        result = CallArguments()
+        # Outermost partial binds first; the partial's own first argument is the API itself.
+        layers = [(partial, partial_scope, 1) for partial, partial_scope in partials]
+        layers.append((call, scope, 0))
+        for layer_call, layer_scope, skip in layers:
+            positional = [arg for arg in layer_call.args if arg.keyword is None and arg.star != "**"]
+            for arg in positional[skip:]:
+                if arg.star == "*":
+                    result.star_positional = True
+                elif not result.star_positional:
+                    result.positional.append(Argument(arg.value, layer_call, layer_scope))
+            for arg in layer_call.args:
+                if arg.keyword is not None:
+                    result.keywords[arg.keyword.value] = Argument(arg.value, layer_call, layer_scope)
+                elif arg.star == "**":
+                    result.double_star_calls.append(layer_call)
+                    known = self.dict_keys(arg.value, layer_scope)
+                    if known is None:
+                        result.opaque_keywords = True
+                    else:
+                        for key, value in known.items():
+                            result.keywords[key] = Argument(value, layer_call, layer_scope)
+        return result
+
+    def dict_keys(self, expr: cst.BaseExpression, scope: Scope,
+                  depth: int = 0) -> dict[str, cst.BaseExpression] | None:
+        """The keys and values a `**expr` passes, or None when they cannot be known."""
+        if depth > MAX_ALIAS_DEPTH:
+            return None
+        if isinstance(expr, cst.Dict):
+            keys: dict[str, cst.BaseExpression] = {}
+            for element in expr.elements:
+                if not isinstance(element, cst.DictElement):
+                    return None  # `**other` inside the literal
+                key = string_value(element.key)
+                if key is None:
+                    return None
+                keys[key] = element.value
+            return keys
+        if isinstance(expr, cst.Call) and dotted_name(expr.func) == "dict" and not scope.lookup("dict"):
+            keys = {}
+            for arg in expr.args:
+                if arg.keyword is None:
+                    return None
+                keys[arg.keyword.value] = arg.value
+            return keys
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                return None
+            binding = bindings[0]
+            if expr.value in binding.scope.dict_updates:
+                return None
+            keys = self.dict_keys(binding.value, binding.scope, depth + 1)
+            if keys is None:
+                return None
+            for key_expr, value in binding.scope.item_assignments.get(expr.value, []):
+                key = string_value(key_expr)
+                if key is None:
+                    return None
+                keys[key] = value
+            return keys
+        return None
+
+    # -- mode --------------------------------------------------------------------------
+    def decide_mode(self, site: Site) -> None:
+        api, arguments = site.api, site.arguments
+        assert api is not None and arguments is not None
+        if api.kind in (apis.FUNCTION, apis.SEQUENTIAL):
+            site.preserve_rng_state = self.preserve_rng_state(arguments)
+            self.decide_keyword_mode(site, api, arguments)
+        elif api.kind == apis.WRAPPER:
+            self.decide_wrapper_mode(site, api, arguments.keywords.get("checkpoint_impl")
+                                     or arguments.positional_at(1), arguments)
+        elif api.kind == apis.APPLY:
+            self.decide_apply_mode(site, arguments)
+        else:
+            site.mode, site.mode_source = NON_REENTRANT, "api"
+
+    def decide_keyword_mode(self, site: Site, api: CheckpointApi, arguments: CallArguments) -> None:
+        if api.mode == apis.REENTRANT:
+            site.mode, site.mode_source = REENTRANT, "api"
+            return
+        given = arguments.keywords.get("use_reentrant")
+        if given is None and api.use_reentrant_index is not None:
+            given = arguments.positional_at(api.use_reentrant_index)
+        if given is not None:
+            flag = bool_value(given.value)
+            site.mode = UNKNOWN if flag is None else (REENTRANT if flag else NON_REENTRANT)
+            site.mode_source = "unknown" if flag is None else "explicit"
+        elif arguments.opaque_keywords:
+            site.mode, site.mode_source = UNKNOWN, "unknown"
+        elif api.mode == apis.TORCH:
+            site.mode, site.mode_source = REENTRANT, "implicit"
+        else:
+            site.mode, site.mode_source = NON_REENTRANT, "api"
+
+    def decide_wrapper_mode(self, site: Site, api: CheckpointApi, impl: Argument | None,
+                            arguments: CallArguments | None) -> None:
+        if api.mode == apis.REENTRANT:
+            site.mode, site.mode_source = REENTRANT, "api"
+        elif impl is not None:
+            names = self.local_qualnames(impl.value, impl.scope, 0)
+            if apis.REENTRANT_IMPL in names:
+                site.mode, site.mode_source = REENTRANT, "explicit"
+            elif any(name.endswith("CheckpointImpl.NO_REENTRANT") for name in names):
+                site.mode, site.mode_source = NON_REENTRANT, "explicit"
+            else:
+                site.mode, site.mode_source = UNKNOWN, "unknown"
+        elif arguments is not None and arguments.opaque_keywords:
+            site.mode, site.mode_source = UNKNOWN, "unknown"
+        else:
+            site.mode, site.mode_source = NON_REENTRANT, "api"
+
+    def decide_apply_mode(self, site: Site, arguments: CallArguments) -> None:
+        wrapper_fn = arguments.keywords.get("checkpoint_wrapper_fn") or arguments.positional_at(1)
+        if wrapper_fn is None:
+            if arguments.opaque_keywords:
+                site.mode, site.mode_source = UNKNOWN, "unknown"
+            else:
+                site.mode, site.mode_source = NON_REENTRANT, "api"
+            return
+        refs = [ref for ref in self.api_refs(wrapper_fn.value, wrapper_fn.scope, 0)
+                if ref.api.kind == apis.WRAPPER]
+        if not refs:
+            site.mode, site.mode_source = UNKNOWN, "unknown"
+            return
+        ref = refs[0]
+        inner = self.arguments(cst.Call(func=cst.Name("_")), wrapper_fn.scope, ref.partials)
+        self.decide_wrapper_mode(site, ref.api, inner.keywords.get("checkpoint_impl"), inner)
+
+    @staticmethod
+    def preserve_rng_state(arguments: CallArguments) -> bool | None:
+        given = arguments.keywords.get("preserve_rng_state")
+        if given is None:
+            return None if arguments.opaque_keywords else True
+        return bool_value(given.value)
+
+
+def string_value(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def bool_value(expr: cst.BaseExpression) -> bool | None:
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
+
+
+def find_sites(module: SourceModule, resolver: Resolver, table: dict[str, CheckpointApi],
+               segment_bases: tuple[str, ...]) -> list[Site]:
+    finder = SiteFinder(module, resolver, table, segment_bases)
+    finder.walk(module.tree)
+    return finder.sites
+
+
+def target_expression(site: Site) -> Argument | None:
+    """The argument naming what the site checkpoints (None for classes and `apply`)."""
+    arguments = site.arguments
+    if arguments is None or site.kind in (HF_LAYER, apis.APPLY):
+        return None
+    index = site.api.target_index if site.api is not None else 0
+    return arguments.positional_at(index)
+
+
+def resolve_targets(site: Site, resolver: Resolver) -> None:
+    """Fill `site.targets` with the function bodies the site checkpoints (or say why not)."""
+    if not site.is_segment:
+        return
+    module = site.module
+    if site.kind == HF_LAYER:
+        cls = ClassInfo(module, site.node, site.scope)
+        method = resolver.find_method(cls, "forward")
+        if method is None:
+            site.unresolved.append(f"`{cls.qualname}` defines no forward")
+        else:
+            site.targets.append(method)
+        return
+    if site.kind == apis.APPLY:
+        resolve_apply_targets(site, resolver)
+        return
+    argument = target_expression(site)
+    if argument is None:
+        site.unresolved.append("the checkpointed function is not passed positionally")
+        return
+    values = resolver.values(argument.value, module, argument.scope)
+    site.targets, site.unresolved = resolver.functions(values)
+
+
+def resolve_apply_targets(site: Site, resolver: Resolver) -> None:
+    """`apply_activation_checkpointing(check_fn=lambda m: isinstance(m, Block))` -> Block.forward."""
+    assert site.arguments is not None
+    check_fn = site.arguments.keywords.get("check_fn")
+    if check_fn is None:
+        site.unresolved.append("no `check_fn`: every submodule may be wrapped")
+        return
+    for value in resolver.values(check_fn.value, site.module, check_fn.scope):
+        if not isinstance(value, FunctionValue):
+            site.unresolved.append("`check_fn` is not a function the linter can read")
+            continue
+        classes = isinstance_classes(value, resolver)
+        if not classes:
+            site.unresolved.append("`check_fn` does not test `isinstance(module, Class)`")
+        targets, reasons = resolver.functions([InstanceValue(cls) for cls in classes])
+        site.targets.extend(targets)
+        site.unresolved.extend(reasons)
+
+
+def isinstance_classes(function: FunctionValue, resolver: Resolver) -> list[ClassInfo]:
+    """Project classes named in `isinstance(param, X)` / `isinstance(param, (X, Y))` calls."""
+    classes: list[ClassInfo] = []
+    for call in iter_calls(function.node):
+        if dotted_name(call.func) != "isinstance" or len(call.args) != 2:
+            continue
+        spec = call.args[1].value
+        names = [element.value for element in spec.elements] if isinstance(spec, cst.Tuple) else [spec]
+        for name in names:
+            for value in resolver.values(name, function.module, function.scope):
+                if isinstance(value, ClassValue):
+                    classes.append(value.cls)
+    return classes
+
+
+def iter_calls(node: cst.CSTNode):
+    collector = CallCollector()
+    collector.walk(node)
+    return collector.calls
+
+
+class CallCollector(Visitor):
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)

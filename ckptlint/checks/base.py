@@ -1,0 +1,56 @@
+"""What every rule has: its code (the catalogue gives name and severity) and finding helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterable
+
+import libcst as cst
+
+from ckptlint.registry import rule_info
+from ckptlint.config import Config
+from ckptlint.findings import Finding, Fix
+from ckptlint.analysis.project import Project
+from ckptlint.analysis.resolve import Resolver
+from ckptlint.analysis.sites import Site
+from ckptlint.syntax.source import SourceModule
+
+
+@dataclass
+class RuleContext:
+    config: Config
+    project: Project
+    resolver: Resolver
+    # Per-run state rules share (e.g. built segments, the project binding model), by key.
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+class Rule:
+    code: ClassVar[str]
+
+    def __init__(self, context: RuleContext) -> None:
+        self.context = context
+
+    @property
+    def name(self) -> str:
+        return rule_info(self.code).name
+
+    def finding(self, module: SourceModule, node: cst.CSTNode, message: str, *,
+                site: Site | None = None, chain: tuple[str, ...] = (),
+                fix: Fix | None = None) -> Finding:
+        start, end = module.span(node)
+        return Finding(
+            code=self.code, message=message, filename=module.display, start=start, end=end,
+            site=site.ref if site is not None else None, chain=chain, fix=fix,
+            target=site.target_refs[0] if site is not None and site.targets else None,
+        )
+
+
+class SiteRule(Rule):
+    """A rule about the checkpoint call itself (reported at the site)."""
+
+    def check_site(self, site: Site) -> Iterable[Finding]:
+        raise NotImplementedError
+
+    def site_finding(self, site: Site, message: str, fix: Fix | None = None) -> Finding:
+        return self.finding(site.module, site.node, message, site=site, fix=fix)

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+from ckptlint.analysis import apis
+from ckptlint.findings import Finding, Fix
+from ckptlint.fix.edits import add_keyword
+from ckptlint.checks.base import SiteRule
+from ckptlint.analysis.sites import REENTRANT, Site
+
+FIX_MESSAGE = "Pass `use_reentrant=False` (switches to non-reentrant checkpointing)"
+
+
+class ImplicitUseReentrant(SiteRule):
+    """`checkpoint`/`checkpoint_sequential` without `use_reentrant`: torch warns, runs reentrant."""
+
+    code = "CKP102"
+
+    def check_site(self, site: Site) -> Iterable[Finding]:
+        if site.mode != REENTRANT or site.mode_source != "implicit":
+            return
+        name = "checkpoint_sequential" if site.kind == apis.SEQUENTIAL else "checkpoint"
+        yield self.site_finding(
+            site,
+            f"`{name}` called without `use_reentrant`: torch warns and runs it in reentrant "
+            "mode; pass `use_reentrant=False` (or `True` to keep the current behaviour)",
+            fix=self.fix(site))
+
+    def fix(self, site: Site) -> Fix | None:
+        """Add the keyword to the innermost `partial(checkpoint, ...)` if any, else the call."""
+        arguments = site.arguments
+        assert arguments is not None and site.call is not None
+        if arguments.double_star_calls:
+            return None
+        origins = [arg.origin for arg in (*arguments.positional, *arguments.keywords.values())]
+        partial = next((origin for origin in origins if origin is not site.call), None)
+        call = partial if partial is not None else site.call
+        return add_keyword(site.module, call, "use_reentrant=False", FIX_MESSAGE)

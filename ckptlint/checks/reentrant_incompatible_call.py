@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from ckptlint.analysis import apis
+from ckptlint.findings import Finding
+from ckptlint.checks.base import SiteRule
+from ckptlint.analysis.sites import REENTRANT, Site
+
+CONTAINER_LITERALS = (cst.List, cst.Dict, cst.Set, cst.Tuple, cst.ListComp, cst.DictComp,
+                      cst.SetComp)
+
+
+class ReentrantIncompatibleCall(SiteRule):
+    """A reentrant checkpoint call that raises or silently loses gradients."""
+
+    code = "CKP103"
+
+    def check_site(self, site: Site) -> Iterable[Finding]:
+        if site.mode != REENTRANT or site.kind != apis.FUNCTION or site.arguments is None:
+            return
+        arguments = site.arguments
+        problems = []
+        passed_on = sorted(k for k in arguments.keywords if k not in apis.CHECKPOINT_KEYWORDS)
+        if passed_on:
+            names = ", ".join(f"`{k}`" for k in passed_on)
+            problems.append(f"keyword arguments for the function ({names}) raise `ValueError`")
+        for option in ("context_fn", "debug"):
+            if option in arguments.keywords:
+                problems.append(f"`{option}` raises `ValueError`")
+        target_index = site.api.target_index if site.api else 0
+        if any(self.holds_values(arg.value) for arg in arguments.positional[target_index + 1:]):
+            problems.append("tensors inside a list or dict argument are not tracked and get "
+                            "no gradient")
+        if problems:
+            yield self.site_finding(
+                site, "in reentrant mode " + "; ".join(problems) + "; use `use_reentrant=False`")
+
+    @staticmethod
+    def holds_values(expr: cst.BaseExpression) -> bool:
+        """A container literal with at least one non-constant element."""
+        if isinstance(expr, (cst.ListComp, cst.DictComp, cst.SetComp)):
+            return True
+        if isinstance(expr, cst.Dict):
+            return any(not isinstance(e, cst.DictElement) or not is_constant(e.value)
+                       for e in expr.elements)
+        if isinstance(expr, (cst.List, cst.Set, cst.Tuple)):
+            return any(not is_constant(e.value) for e in expr.elements)
+        return False
+
+
+def is_constant(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
+                         cst.ConcatenatedString)):
+        return True
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False", "None")

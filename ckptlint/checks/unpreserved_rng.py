@@ -1,0 +1,31 @@
+"""CKP302: randomness inside a checkpoint called with `preserve_rng_state=False`."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ckptlint.findings import Finding
+from ckptlint.analysis.hazards import random_call, random_module_call
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.analysis.segment import Segment
+
+
+class UnpreservedRng(SegmentRule):
+    code = "CKP302"
+
+    def check(self, segment: Segment) -> Iterator[Finding]:
+        if segment.site.preserve_rng_state is not False:
+            return
+        resolver = self.context.resolver
+        for reached, facts in self.functions(segment):
+            for call in facts.calls:
+                found = random_call(call.node, call.scope) or random_module_call(
+                    resolver, call.node, reached.module, call.scope, reached.function.owner)
+                if not found:
+                    continue
+                yield self.at(segment, reached, call.node,
+                              f"checkpointed code draws random numbers ({found}) but the "
+                              f"checkpoint at {self.site_text(segment)} passes "
+                              f"`preserve_rng_state=False`: the replay draws different numbers "
+                              f"(another dropout mask) and the gradients are wrong; drop "
+                              f"`preserve_rng_state=False`")

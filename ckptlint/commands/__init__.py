@@ -1,0 +1,1 @@
+"""What the CLI's subcommands do once their options are parsed."""

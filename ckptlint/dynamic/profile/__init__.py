@@ -1,0 +1,1 @@
+"""`ckptlint profile`: measuring what each checkpoint frees and costs."""

@@ -1,0 +1,186 @@
+"""`ckptlint profile [PATH...] -- COMMAND ARGS...` (importing this module never imports torch).
+
+Runs COMMAND with every checkpoint call watched by the profile observer (the dynamic mode's
+interception, without its op-by-op recorder) and prints, per checkpoint site, the activation
+memory it frees, what its forward and recompute cost, optionally how its gradients compare
+with a plain run, and a keep/drop/fix call. Exit status: 0, or 2 on usage errors or when the
+command could not start, failed or timed out (what was measured is printed in every case).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import click
+
+from ckptlint.dynamic.cli import DynamicCommand, guarded, require_torch
+from ckptlint.dynamic.runner import end_by_signal
+
+USAGE_EXAMPLE = "ckptlint profile src/ -- python train.py --steps 3"
+OBSERVER = "ckptlint.dynamic.profile.observer:observer"
+GRAD_CHECK_NOTE = ("--grad-check ran each checked segment twice more before its real forward "
+                   "(plain and checkpointed, under torch.random.fork_rng with every RNG set to "
+                   "the state of the real call; module buffers and module attributes restored "
+                   "afterwards): other Python side effects in those segments (globals, "
+                   "closures, logging, I/O) ran again.")
+
+
+def static_sites(paths: list[str], config):
+    """Checkpoint sites of the static pass, used only to key runtime calls by site."""
+    from ckptlint.config import ConfigError
+    from ckptlint.engine.run import lint
+    try:
+        return list(lint(paths, config).sites)
+    except ConfigError:
+        raise
+    except Exception as error:  # keying falls back to runtime positions
+        click.echo(f"ckptlint profile: static pass failed ({error}); sites are keyed by "
+                   "their runtime positions", err=True)
+        return []
+
+
+@click.command("profile", cls=DynamicCommand,
+               context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="Also write a bar chart (memory freed and recompute time per site) to this "
+                   "PNG file; needs matplotlib.")
+@click.option("--grad-check", is_flag=True,
+              help="Compare each site's input and parameter gradients, checkpointed vs plain, "
+                   "under the same RNG state (runs the segment twice more on its first calls; "
+                   "its Python side effects happen again).")
+@click.option("--measure-peak", is_flag=True,
+              help="On CUDA, measure the peak memory of one forward of each segment with and "
+                   "without the checkpoint (torch.cuda.max_memory_allocated).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop the command after this many seconds.")
+@click.option("--config", "config_file", type=click.Path(), help="Config file to use.")
+@click.pass_context
+def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
+            plot_file: str | None, grad_check: bool, measure_peak: bool,
+            timeout: float | None, config_file: str | None) -> None:
+    """Run COMMAND and measure what each checkpoint buys and costs.
+
+    Usage: ckptlint profile [PATH...] [options] -- COMMAND ARGS...
+
+    Per checkpoint site: activation bytes freed per call, forward and recompute seconds per
+    call, optional gradient agreement (--grad-check) and CUDA peak memory saved
+    (--measure-peak), and a recommendation: keep; drop (CKP502) when it frees less than
+    `profile-min-bytes-freed` (default 1 MiB); fix (CKP501) when its replay diverged or its
+    gradients differ. The command's own output goes to stderr; the table goes to stdout.
+    """
+    from ckptlint.dynamic.profile.table import matplotlib_available, plot_install_message
+
+    command = ctx.meta.get("ckptlint.dynamic.command") or []
+    if not command:
+        raise click.UsageError(f"give the command to run after `--`, e.g. `{USAGE_EXAMPLE}`")
+    for path in paths:
+        if not os.path.exists(path):
+            raise click.UsageError(f"{path}: no such file or directory")
+    if plot_file and not matplotlib_available():
+        click.echo(f"ckptlint: {plot_install_message()}", err=True)
+        ctx.exit(2)
+    require_torch(ctx, "profile")
+    status, signum = guarded(lambda: profile_and_report(
+        command, list(paths) or ["."], config_file, output_format, plot_file, grad_check,
+        measure_peak, timeout))
+    if signum is not None:
+        end_by_signal(signum)
+    ctx.exit(status)
+
+
+def profile_and_report(command: list[str], paths: list[str], config_file: str | None,
+                       output_format: str, plot_file: str | None, grad_check: bool,
+                       measure_peak: bool, timeout: float | None) -> tuple[int, int | None]:
+    """Run the command profiled and print the report. Returns (exit status, the signal that
+    stopped the run or None)."""
+    from ckptlint.config import load_config
+    from ckptlint.dynamic.profile.report import SiteKeys, build_report, load_events
+    from ckptlint.dynamic.runner import EventCounter, run_watched
+
+    config = load_config(paths, config_file)
+    keys = SiteKeys(static_sites(paths, config))
+    workdir = tempfile.mkdtemp(prefix="ckptlint-profile-")
+    try:
+        events_path = os.path.join(workdir, "profile.jsonl")
+        env = dict(os.environ)
+        env.update({
+            "CKPTLINT_PROFILE_OUT": events_path,
+            "CKPTLINT_PROFILE_OPTIONS": json.dumps({"grad_check": grad_check,
+                                                    "measure_peak": measure_peak}),
+        })
+        started = time.monotonic()
+        counter = EventCounter(events_path)
+
+        def progress(_line: str) -> None:   # the runner counts the recorder's file, not ours
+            calls, sites = counter.update()
+            click.echo(f"ckptlint profile: {time.monotonic() - started:.0f} s, {sites} "
+                       f"checkpoint sites seen, {calls} calls profiled", err=True)
+
+        watched = run_watched(command, timeout=timeout, progress=progress, env=env,
+                              observers=[OBSERVER], record=False)
+        report = build_report(load_events(events_path), keys)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    records = report.records(config.profile_min_bytes_freed)
+    notes = _notes(report, records, grad_check, measure_peak)
+    info = watched.info
+    info.report_failure(timeout)
+    if output_format == "json":
+        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+        for note in notes:
+            click.echo(f"ckptlint profile: {note}", err=True)
+    else:
+        from ckptlint.dynamic.profile.table import render_text
+        sys.stdout.write(render_text(records, notes=notes, command_seconds=watched.seconds))
+    sys.stdout.flush()
+    status = 2 if info.failed else 0
+    if plot_file and records:
+        from ckptlint.dynamic.profile.table import write_plot
+        try:
+            write_plot(records, plot_file)
+            click.echo(f"ckptlint: wrote the chart to {plot_file}", err=True)
+        except Exception as error:
+            click.echo(f"ckptlint: could not write {plot_file}: {error}", err=True)
+            status = 2
+    return status, info.signal
+
+
+def _notes(report, records, grad_check: bool, measure_peak: bool) -> list[str]:
+    notes = []
+    if grad_check:
+        if report.grad_checked:
+            notes.append(GRAD_CHECK_NOTE)
+            if report.buffers_restored:
+                notes.append(f"--grad-check put back {report.buffers_restored} module buffers "
+                             "or attributes that its extra runs had changed.")
+        else:
+            notes.append("--grad-check checked nothing: no checkpoint call ran with gradients.")
+    if measure_peak:
+        if not any(r["peak_bytes_saved"] is not None for r in records):
+            errors = [s.peak_error for s in report.sites if s.peak_error]
+            notes.append("--measure-peak measured nothing: it needs the segments to run on "
+                         "CUDA" + (f" ({errors[0]})" if errors else "") + "; peak_bytes_saved "
+                         "is null.")
+        else:
+            notes.append("--measure-peak: peak saved = torch.cuda.max_memory_allocated during "
+                         "one forward of the segment, plain minus checkpointed (the device's "
+                         "peak statistics were reset for it).")
+    for mode, reason in sorted(report.errors.items()):
+        notes.append(f"{mode} calls were not watched: {reason}")
+    for site, reason in report.not_watched[:5]:
+        where = f"{site[0]}:{site[1]}" if site else "somewhere"
+        notes.append(f"not profiled at {where}: {reason}")
+    if report.not_watched[5:]:
+        notes.append(f"... and {len(report.not_watched) - 5} more calls not profiled")
+    if not report.started and not records:
+        notes.append("the command never imported torch, so no checkpoint could run.")
+    return notes

@@ -1,0 +1,234 @@
+"""Reading the state a finding names (a global, `self.attr`, a container) around each pass.
+
+A spec comes from the parent (see `plan.py`): {"id", "expr", "file", "cls", "targets":
+[[file, row], ...], "site": [file, row] | null}. `expr` is a restricted expression: a name
+followed by attributes and constant subscripts (`SCALE`, `self.cache`, `STATS["n"]`).
+Reading never calls properties or `__getitem__` of user classes: only plain attributes,
+module attributes and built-in containers, so watching changes nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import sys
+from typing import Any
+
+import torch
+
+from ckptlint.dynamic.watch.observer import CheckpointCall
+from ckptlint.dynamic.verdicts import code_rows
+
+_MISSING = object()
+
+
+def parse_expr(expr: str):
+    """[root, step, ...] where a step is ("attr", name) or ("item", constant); None if not simple."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+    steps = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            steps.append(("attr", node.attr))
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            steps.append(("item", node.slice.value))
+            node = node.value
+        elif isinstance(node, ast.Name):
+            return [node.id] + steps[::-1]
+        else:
+            return None
+
+
+def _get(obj, step):
+    kind, key = step
+    if kind == "attr":
+        if isinstance(obj, torch.nn.Module):
+            for store in ("_parameters", "_buffers", "_modules"):
+                d = obj.__dict__.get(store) or {}
+                if key in d:
+                    return d[key]
+        try:
+            static = inspect.getattr_static(obj, key)
+        except AttributeError:
+            return _MISSING
+        if isinstance(static, property) or hasattr(type(static), "__get__") and not callable(static):
+            return _MISSING
+        return static if not isinstance(static, (staticmethod, classmethod)) else _MISSING
+    if isinstance(obj, (dict, list, tuple)):
+        try:
+            return obj[key]
+        except (KeyError, IndexError, TypeError):
+            return _MISSING
+    return _MISSING
+
+
+def summarize(value) -> str:
+    if value is _MISSING:
+        return "<unreadable>"
+    if callable(value) and not isinstance(value, torch.nn.Module):
+        return f"<{type(value).__name__}>"      # bound methods are new objects per access
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, torch.Tensor):
+        from ckptlint.dynamic.watch.digest import digest
+        d = digest(value)
+        shape = list(value.shape)
+        return f"tensor{shape} sum {d[0]:.6g}" if d else f"tensor{shape}"
+    if isinstance(value, torch.nn.Module):
+        from ckptlint.dynamic.watch.digest import digest
+        total = 0.0
+        n = 0
+        for buf in value.buffers():
+            d = digest(buf)
+            if d:
+                total += d[0]
+                n += 1
+        return f"{type(value).__name__} buffers sum {total:.6g}" if n else f"<{type(value).__name__}>"
+    try:
+        length = len(value)
+        return f"{type(value).__name__} of length {length}"
+    except TypeError:
+        return f"<{type(value).__name__} at {id(value):#x}>"
+
+
+class StateWatcher:
+    def __init__(self, specs: list[dict[str, Any]]):
+        self.specs = []
+        for spec in specs:
+            path = parse_expr(spec["expr"]) if spec.get("expr") else None
+            line = spec.get("line")
+            if path is None and not line:
+                continue
+            spec = dict(spec)
+            spec["_path"] = path
+            spec["_line"] = (os.path.realpath(line[0]), int(line[1])) if line else None
+            spec["_targets"] = {(os.path.realpath(f), int(r)) for f, r in spec.get("targets") or ()}
+            site = spec.get("site")
+            spec["_site"] = (os.path.realpath(site[0]), int(site[1])) if site else None
+            self.specs.append(spec)
+        self._modules: dict[str, Any] = {}
+
+    def specs_for(self, call: CheckpointCall) -> list[dict[str, Any]]:
+        if not self.specs:
+            return []
+        rows = set()
+        for filename, first, _ in call.targets:
+            for row in code_rows(filename, first):
+                rows.add((filename, row))
+        site = (call.site[0], call.site[1]) if call.site else None
+        return [s for s in self.specs if s["_targets"] & rows or (site and s["_site"] == site)]
+
+    def _module_globals(self, filename: str, call: CheckpointCall):
+        real = os.path.realpath(filename) if filename else ""
+        cached = self._modules.get(real)
+        if cached is not None:
+            return cached
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if path and os.path.realpath(path) == real:
+                self._modules[real] = module.__dict__
+                return module.__dict__
+        if real and os.path.realpath(sys.argv[0] or "") == real:
+            main = sys.modules.get("__main__")
+            if main is not None:
+                self._modules[real] = main.__dict__
+                return main.__dict__
+        fn = call.fn
+        while hasattr(fn, "func"):
+            fn = fn.func
+        fn = getattr(fn, "__func__", fn)
+        return getattr(fn, "__globals__", {})
+
+    def _self_for(self, spec, call: CheckpointCall):
+        from ckptlint.dynamic.watch.torch_adapter import module_of
+        module = module_of(call.fn)
+        owner = module if module is not None else getattr(call.fn, "__self__", None)
+        cls = (spec.get("cls") or "").split(".")[-1]
+        if cls and isinstance(module, torch.nn.Module):
+            for sub in module.modules():
+                if type(sub).__name__ == cls:
+                    return sub
+        return owner
+
+    def read(self, spec, call: CheckpointCall):
+        path = spec["_path"]
+        root = path[0]
+        if root == "self":
+            value = self._self_for(spec, call)
+            if value is None:
+                return _MISSING
+        else:
+            value = self._module_globals(spec.get("file", ""), call).get(root, _MISSING)
+        for step in path[1:]:
+            if value is _MISSING:
+                break
+            value = _get(value, step)
+        return value
+
+    def snapshot(self, call: CheckpointCall, specs) -> dict[str, str]:
+        out = {}
+        for spec in specs:
+            if spec.get("_path") is None:
+                continue
+            try:
+                out[str(spec["id"])] = summarize(self.read(spec, call))
+            except Exception:
+                out[str(spec["id"])] = "<unreadable>"
+        return out
+
+
+class LineTracer:
+    """Counts how often given source lines run during one pass (sys.settrace, this thread).
+
+    Used for side-effect findings: a line that runs in the forward and again in the replay
+    is a side effect that happens twice. Stays off when another tracer (a debugger,
+    coverage) is installed, so it never displaces it."""
+
+    def __init__(self, specs):
+        self.lines: dict[tuple[str, int], list[str]] = {}
+        for spec in specs:
+            if spec.get("_line"):
+                self.lines.setdefault(spec["_line"], []).append(str(spec["id"]))
+        self.files = {f for f, _ in self.lines}
+        self.hits: dict[str, int] = {}
+        self.active = False
+        self._real: dict[str, str] = {}
+
+    def _file(self, code) -> str:
+        name = code.co_filename
+        real = self._real.get(name)
+        if real is None:
+            real = self._real[name] = os.path.realpath(name)
+        return real
+
+    def _global(self, frame, event, arg):
+        if event == "call" and self._file(frame.f_code) in self.files:
+            return self._local
+        return None
+
+    def _local(self, frame, event, arg):
+        if event == "line":
+            ids = self.lines.get((self._file(frame.f_code), frame.f_lineno))
+            if ids:
+                for spec_id in ids:
+                    self.hits[spec_id] = self.hits.get(spec_id, 0) + 1
+        return self._local
+
+    def __enter__(self):
+        if self.lines and sys.gettrace() is None:
+            self.active = True
+            for spec_id in {i for ids in self.lines.values() for i in ids}:
+                self.hits[spec_id] = 0
+            sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            sys.settrace(None)
+            self.active = False
+        return False

@@ -1,0 +1,1 @@
+"""Whole runs: discovery, the per-file pipeline, worker processes, the cache, suppressions."""

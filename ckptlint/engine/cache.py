@@ -1,0 +1,346 @@
+"""The result cache: per-file findings keyed by file bytes, configuration and version.
+
+Where: `$CKPTLINT_CACHE_DIR`, else `cache-dir` from the configuration, else
+`.ckptlint_cache/` next to the configuration file (or in the current folder). One JSON file
+per run key, `run-<key>.json`, holds every file's entry; the run key digests everything
+outside the file that can change its findings: the cache format, the ckptlint version, the
+configuration fingerprint, the import roots, the current folder (findings name files
+relative to it), the Python version and, when the configuration does not pin it, the
+installed transformers version (CKP104 reads it).
+
+An entry is valid when the file's bytes digest to the stored digest and every file its
+analysis looked at (cross-file modules a segment reached into, and module paths it probed
+and did not find) is unchanged. A file that was analysed (it holds a site) also depends on
+the whole project: whether state a segment reads "is changed elsewhere" (CKP201/CKP204) is
+answered by scanning every project file, so any added, removed or changed `.py` file under
+the import roots invalidates those entries (and only those: they are the few with sites). A
+file's stat signature (size, mtime, ctime, inode) stands in for re-reading it when
+unchanged, as ruff does; anything else is re-read and re-digested.
+
+The cache may sit inside the linted tree, which may have put a file there: it is plain data
+(`ckptlint.storage.plain_data`), and each entry is checked field by field when first looked up; one
+of the wrong shape is a miss. Unless the user chose the folder (`$CKPTLINT_CACHE_DIR`,
+`cache-dir` in a `--config FILE`), a cache folder or run file that is a symbolic link is
+neither read nor written through: the run goes on without a cache and says so once.
+
+Nothing here may fail a run: an unreadable, corrupt or unwritable cache is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ckptlint import __version__
+from ckptlint.findings import SiteRecord
+from ckptlint.findings import Finding
+from ckptlint.storage.plain_data import (ShapeError, read_json, want_list, want_optional_str, want_str,
+                                 write_json)
+
+CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
+DEFAULT_DIR_NAME = ".ckptlint_cache"
+FORMAT = 2  # 1: a pickle (`run-<key>.pickle`), never read again
+
+Signature = tuple[int, int, int, int]
+
+# The project scan of `ckptlint.analysis.bindings` (kept in step by a test): folders it skips, its cap.
+PROJECT_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__",
+                                  ".tox", "node_modules", ".mypy_cache", ".pytest_cache",
+                                  ".ruff_cache"})
+MAX_PROJECT_FILES = 10000
+
+_notes_given: set[str] = set()
+
+
+def cache_location(config) -> tuple[Path, bool]:
+    """The cache folder, and whether the user chose it (rather than the linted tree)."""
+    from_env = os.environ.get(CACHE_DIR_ENV)
+    if from_env:
+        return Path(from_env), True
+    if config.cache_dir is not None:
+        return Path(config.cache_dir), config.named_on_command_line
+    return Path(config.root) / DEFAULT_DIR_NAME, False
+
+
+def signature(info: os.stat_result) -> Signature:
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def environment_fingerprint(config) -> str:
+    """Settings outside the configuration that change findings."""
+    parts = [f"python {sys.version_info[:2]}"]
+    if config.transformers_version is None:
+        parts.append(f"transformers {installed_distributions('transformers')}")
+    return "; ".join(parts)
+
+
+def installed_distributions(name: str) -> list[str]:
+    """The `name-VERSION.dist-info` folders on sys.path (as importlib.metadata finds them,
+    without importing it: the clean-file budget is 100 ms)."""
+    found = []
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        found.extend(f"{entry}/{item}" for item in names
+                     if item.lower().startswith(f"{name}-")
+                     and item.endswith((".dist-info", ".egg-info")))
+    return sorted(found)
+
+
+def run_key(config, roots: list[Path]) -> str:
+    return hashlib.blake2b(repr((
+        FORMAT, __version__, config.fingerprint, sorted(str(r) for r in roots),
+        os.getcwd(), environment_fingerprint(config),
+    )).encode(), digest_size=12).hexdigest()
+
+
+@dataclass
+class Entry:
+    signature: Signature
+    digest: str
+    findings: list[Finding]
+    sites: list[SiteRecord]
+    # (absolute path, digest or None when it did not exist or could not be read)
+    dependencies: tuple[tuple[str, str | None], ...] = ()
+    project: str | None = None  # the project signature, for analysed files
+
+    # As plain data, one flat list (parsed and checked faster than an object, and the
+    # torch tree's warm run reads 2,300 of them): [size, mtime_ns, ctime_ns, inode, digest,
+    # findings, sites, [[dependency path, digest or null], ...], project signature or null].
+    def to_json(self) -> list:
+        return [*self.signature, self.digest, [finding.to_json() for finding in self.findings],
+                [site.to_json() for site in self.sites],
+                [list(pair) for pair in self.dependencies], self.project]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Entry:
+        """What `to_json` wrote, every field checked (ShapeError otherwise)."""
+        if type(data) is not list or len(data) != 9:
+            raise ShapeError("cache entry: expected a list of 9 fields")
+        *stat_fields, file_digest, findings, sites, dependencies, project = data
+        if not all(type(value) is int for value in stat_fields):
+            raise ShapeError("cache entry: expected a stat signature of 4 integers")
+        pairs = []
+        for pair in want_list(dependencies, "dependencies"):
+            if type(pair) is not list or len(pair) != 2:
+                raise ShapeError("dependency: expected [path, digest]")
+            pairs.append((want_str(pair[0], "dependency"),
+                          want_optional_str(pair[1], "dependency digest")))
+        return cls(
+            tuple(stat_fields), want_str(file_digest, "digest"),
+            [Finding.from_json(item) for item in want_list(findings, "findings")],
+            [SiteRecord.from_json(item) for item in want_list(sites, "sites")],
+            tuple(pairs), want_optional_str(project, "project"))
+
+
+@dataclass
+class Cache:
+    path: Path
+    roots: list[Path] = field(default_factory=list)
+    # Entries by display name: checked and decoded ones, and those as read (checked when
+    # first looked up; `entry`).
+    entries: dict[str, Entry] = field(default_factory=dict)
+    unchecked: dict[str, Any] = field(default_factory=dict)
+    # [size, mtime_ns, ctime_ns, inode, digest] of every file hashed (linted files and
+    # dependencies), by absolute path, as plain data (checked where read: `known_digest`).
+    digests: dict[str, Any] = field(default_factory=dict)
+    changed: bool = False
+    _current: dict[str, str | None] = field(default_factory=dict)  # digests seen this run
+    _project: str | None = None
+
+    @classmethod
+    def open(cls, config, roots: list[Path]) -> Cache | None:
+        """The cache for this run; None when it must not be used (a link in the tree)."""
+        folder, chosen = cache_location(config)
+        path = folder / f"run-{run_key(config, roots)}.json"
+        if not chosen:
+            link = next((p for p in (folder, path) if os.path.islink(p)), None)
+            if link is not None:
+                note_once(f"ckptlint: {link} is a symbolic link; running without the cache "
+                          "(a cache inside the project is never used through a link)")
+                return None
+        cache = cls(path, roots=list(roots))
+        data = read_json(path)
+        if (type(data) is dict and data.get("format") == FORMAT
+                and type(data.get("entries")) is dict and type(data.get("digests")) is dict):
+            cache.unchecked = data["entries"]
+            cache.digests = data["digests"]
+        return cache
+
+    # -- lookups -----------------------------------------------------------------------
+    def entry(self, display: str) -> Entry | None:
+        """The entry stored for this file, if there is one of the right shape."""
+        found = self.entries.get(display)
+        if found is None and display in self.unchecked:
+            try:
+                found = Entry.from_json(self.unchecked.pop(display))
+            except ShapeError:
+                return None
+            self.entries[display] = found
+        return found
+
+    def lookup(self, display: str, path: Path, info: os.stat_result) -> Entry | None:
+        """The entry for this file if its stat signature and dependencies are unchanged."""
+        entry = self.entry(display)
+        if entry is None or entry.signature != signature(info):
+            return None
+        self._current[str(path.absolute())] = entry.digest
+        return entry if self.dependencies_unchanged(entry) else None
+
+    def lookup_bytes(self, display: str, path: Path, info: os.stat_result,
+                     data: bytes) -> tuple[str, Entry | None]:
+        """The file's digest, and its entry if the bytes and dependencies are unchanged."""
+        file_digest = digest(data)
+        self._current[str(path.absolute())] = file_digest
+        self.digests[str(path.absolute())] = [*signature(info), file_digest]
+        entry = self.entry(display)
+        if (entry is None or entry.digest != file_digest
+                or not self.dependencies_unchanged(entry)):
+            return file_digest, None
+        entry.signature = signature(info)
+        self.changed = True
+        return file_digest, entry
+
+    def dependencies_unchanged(self, entry: Entry) -> bool:
+        if entry.project is not None and entry.project != self.project_signature():
+            return False
+        return all(self.current_digest(path) == expected for path, expected in entry.dependencies)
+
+    def project_signature(self) -> str:
+        """Paths, sizes and modification times of every project `.py` file (once per run)."""
+        if self._project is None:
+            self._project = project_signature(self.roots)
+        return self._project
+
+    def known_digest(self, path: str, file_signature: Signature) -> str | None:
+        """The digest recorded for `path` when it had this stat signature."""
+        known = self.digests.get(path)
+        if (type(known) is list and len(known) == 5 and known[:4] == list(file_signature)
+                and type(known[4]) is str):
+            return known[4]
+        return None
+
+    def current_digest(self, path: str) -> str | None:
+        if path in self._current:
+            return self._current[path]
+        try:
+            info = os.stat(path)
+        except OSError:
+            value = None
+        else:
+            value = self.known_digest(path, signature(info))
+            if value is None:
+                try:
+                    with open(path, "rb") as stream:
+                        value = digest(stream.read())
+                except OSError:
+                    value = None
+                else:
+                    self.digests[path] = [*signature(info), value]
+                    self.changed = True
+        self._current[path] = value
+        return value
+
+    # -- updates -----------------------------------------------------------------------
+    def record(self, path: Path, file_signature: Signature, file_digest: str, *, hit: bool,
+               display: str) -> None:
+        """What `lookup_bytes` learnt, when a worker process called it on its own copy."""
+        self._current[str(path.absolute())] = file_digest
+        self.digests[str(path.absolute())] = [*file_signature, file_digest]
+        entry = self.entry(display) if hit else None
+        if entry is not None and entry.signature != file_signature:
+            entry.signature = file_signature
+            self.changed = True
+
+    def store(self, display: str, file_signature: Signature, file_digest: str,
+              findings: list[Finding], sites: list[SiteRecord], dependencies: tuple[str, ...],
+              analysed: bool) -> None:
+        self.unchecked.pop(display, None)
+        self.entries[display] = Entry(
+            file_signature, file_digest, list(findings), list(sites),
+            tuple((path, self.current_digest(path)) for path in dependencies),
+            self.project_signature() if analysed else None)
+        self.changed = True
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        try:
+            folder = self.path.parent
+            new_folder = not folder.is_dir()
+            folder.mkdir(parents=True, exist_ok=True)
+            if new_folder:
+                write_markers(folder)
+            # Entries not looked up this run go back as they were read (checked when used).
+            entries = {**self.unchecked,
+                       **{display: entry.to_json() for display, entry in self.entries.items()}}
+            write_json(self.path, {"format": FORMAT, "entries": entries,
+                                   "digests": self.digests})
+        except Exception:  # noqa: BLE001 - read-only tree, full disk: run without a cache
+            pass
+
+
+def note_once(message: str) -> None:
+    """A line on stderr, given once per process."""
+    if message not in _notes_given:
+        _notes_given.add(message)
+        print(message, file=sys.stderr)
+
+
+def project_signature(roots: list[Path]) -> str:
+    """What `ckptlint.analysis.bindings` scans, summarised: walked the same way, capped the same way."""
+    summary = hashlib.blake2b(digest_size=16)
+    count = 0
+    for root in roots:
+        stack = [str(root)]
+        while stack:  # depth first, sorted: the order of os.walk in bindings
+            folder = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            except OSError:
+                continue
+            folders = []
+            for entry in entries:
+                name = entry.name
+                try:
+                    if entry.is_dir():
+                        if name not in PROJECT_SKIPPED_DIRS and not name.startswith("."):
+                            folders.append(entry.path)
+                        continue
+                    if not name.endswith(".py"):
+                        continue
+                    info = entry.stat()
+                except OSError:
+                    continue
+                count += 1
+                summary.update(f"{entry.path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode(
+                    "utf-8", "surrogateescape"))
+            if count > MAX_PROJECT_FILES:
+                break
+            stack.extend(reversed(folders))
+    return summary.hexdigest()
+
+
+def write_markers(folder: Path) -> None:
+    """Keep the cache out of git and backups (as ruff and pytest do); new files only."""
+    for name, text in ((".gitignore", "# Created by ckptlint automatically.\n*\n"),
+                       ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
+                                        "# This file is a cache directory tag created by "
+                                        "ckptlint.\n")):
+        try:
+            handle = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                             | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError:
+            continue
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)

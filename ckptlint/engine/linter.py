@@ -1,0 +1,287 @@
+"""One file through the pipeline: read → prefilter → `ast` confirmation → libcst analysis.
+
+The engine knows no individual rule: it loads the classes the registry lists
+(`ckptlint.registry`), gives site rules every site, and leaves the rest to them.
+
+Cost model (docs/performance.md): most files fail the text prefilter (`ckptlint.screen.prefilter`)
+and cost a read; a candidate is parsed by CPython's `ast` (which also keeps what CPython rejects
+away from libcst) and confirmed against the API table (`ckptlint.screen.confirm`); only a
+confirmed file is parsed by libcst, which is imported then and not before.
+
+Syntax errors are reported (CKP999) for every file that reaches the `ast` parse, that is every
+file that mentions a checkpoint API; a file the prefilter rejects is not parsed at all. A
+syntax check of every file would cost several times the whole budget (5 s for the 2,300 torch
+files on one core, against 1.7 s for ruff's complete run), and any general linter reports them.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ckptlint.analysis.apis import api_table
+from ckptlint.config import Config
+from ckptlint.findings import Finding, Position, SiteRecord
+from ckptlint.screen.prefilter import Prefilter
+from ckptlint.syntax.reading import (Limits, SourceError, check_nodes, decode_source, parse_ast,
+                                     read_bytes)
+
+PARSE_ERROR = "CKP999"
+
+
+
+class Linter:
+    """Lints files of one project with one configuration."""
+
+    def __init__(self, config: Config) -> None:
+        from ckptlint.analysis.project import Project
+
+        self.config = config
+        self.enabled = config.enabled_codes()
+        self.prefilter = Prefilter(config)
+        self.project = Project(list(config.import_roots), display_base=Path.cwd(),
+                               limits=Limits(config.max_file_size, config.max_analysis_nodes))
+        self._analysis = None
+        self._confirmer = None
+
+    @property
+    def analysis(self):
+        """Rules and resolver, created when the first file is confirmed to hold a site."""
+        if self._analysis is None:
+            self._analysis = Analysis(self.config, self.project, self.enabled)
+        return self._analysis
+
+    @property
+    def confirmer(self):
+        if self._confirmer is None:
+            from ckptlint.screen.confirm import SiteConfirmer
+
+            self._confirmer = SiteConfirmer(api_table(dict(self.config.checkpoint_functions)),
+                                            self.config.segment_base_classes)
+        return self._confirmer
+
+    def may_hold_site(self, path: Path, text: str) -> bool:
+        """The text tests: trigger words (`Prefilter`), then the import/attribute test.
+
+        A stub (`.pyi`) never does: it declares, it never runs, so nothing in it is ever
+        checkpointed.
+        """
+        return (path.suffix != ".pyi" and self.prefilter.may_contain_site(text)
+                and self.confirmer.may_hold_site_text(text, self.project.module_name(path)[0]))
+
+    def read(self, path: Path) -> str:
+        return decode_source(read_bytes(path, self.config.max_file_size))
+
+    def lint_file(self, path: Path, display: str, text: str | None = None) -> FileResult:
+        """One file, in this process: read (unless `text` is given), prefilter, analyse."""
+        if text is None:
+            try:
+                text = self.read(path)
+            except SourceError as error:
+                return error_result(display, str(error))
+        return self.lint_text(path, display, text)
+
+    def lint_text(self, path: Path, display: str, text: str, *,
+                  analyse: bool = True) -> FileResult:
+        """The text tests, then `check_candidate`; the result keeps the text."""
+        if not self.may_hold_site(path, text):
+            return FileResult(display, text)
+        result = self.check_candidate(path, display, text, analyse=analyse)
+        result.text = text
+        return result
+
+    def check_candidate(self, path: Path, display: str, text: str, *,
+                        analyse: bool = True) -> FileResult:
+        """A file that passed the prefilter: `ast` parse, confirmation, libcst analysis
+        (unless not `analyse`: then a confirmed file comes back `confirmed` and unanalysed).
+
+        Never raises: whatever goes wrong becomes this file's CKP999 finding.
+        """
+        # Parsers allocate millions of acyclic objects: the cyclic collector running all the
+        # while costs about half of `ast.parse` and a fifth of libcst's parse. It runs again
+        # between files.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._check_candidate(path, display, text, analyse)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _check_candidate(self, path: Path, display: str, text: str,
+                         analyse: bool) -> FileResult:
+        result = FileResult(display, text)
+        try:
+            # Before any parser: CPython's alone can take hundreds of megabytes.
+            check_nodes(text, self.config.max_analysis_nodes)
+            tree = parse_ast(text, display)
+            name, is_package = self.project.module_name(path)
+            result.candidate = True
+            if not self.confirmer.may_hold_site(tree, text, name, is_package):
+                return result
+            del tree
+            result.confirmed = True
+            if not analyse:
+                return result
+            self.project.accessed = accessed = set()
+            try:
+                self.analysis.lint_module(path, display, text, result, syntax_checked=True)
+            finally:
+                self.project.accessed = None
+            own = path.resolve()
+            result.dependencies = tuple(sorted(str(p) for p in accessed if p != own))
+        except SourceError as error:
+            result.findings = [parse_error(display, str(error))]
+            result.sites = []
+        except RecursionError:
+            result.findings = [parse_error(display, "nesting too deep to analyse")]
+            result.sites = []
+        except Exception as error:  # noqa: BLE001 - one file's failure is a result, not a crash
+            result.findings = [parse_error(
+                display, f"internal error while analysing: {error.__class__.__name__}: {error}"
+                         " (please report it)")]
+            result.sites = []
+            result.cacheable = False
+        return result
+
+
+@dataclass
+class FileResult:
+    display: str
+    text: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    sites: list[SiteRecord] = field(default_factory=list)
+    # Other files the analysis looked at (absolute paths, found or not): the cache key.
+    dependencies: tuple[str, ...] = ()
+    candidate: bool = False  # passed the prefilter and CPython's parse
+    confirmed: bool = False  # the confirmation passed: libcst analysed it
+    cacheable: bool = True
+
+
+def parse_error(display: str, reason: str) -> Finding:
+    return Finding(PARSE_ERROR, reason, display, Position(1, 1), Position(1, 1))
+
+
+def error_result(display: str, reason: str, cacheable: bool = False) -> FileResult:
+    result = FileResult(display, cacheable=cacheable)
+    result.findings.append(parse_error(display, reason))
+    return result
+
+
+class Analysis:
+    """The libcst side of the engine, imported only when some file may hold a site."""
+
+    def __init__(self, config: Config, project, enabled: frozenset[str]) -> None:
+        from ckptlint.analysis.resolve import Resolver
+        from ckptlint.checks import RULE_CLASSES
+        from ckptlint.checks.base import RuleContext, SiteRule
+
+        self.config = config
+        self.project = project
+        self.table = api_table(dict(config.checkpoint_functions))
+        self.resolver = Resolver(project)
+        context = RuleContext(config, project, self.resolver)
+        rules = [load_class(path)(context) for path in RULE_CLASSES]
+        rules = [rule for rule in rules if rule.code in enabled]
+        self.site_rules = [rule for rule in rules if isinstance(rule, SiteRule)]
+        self.other_rules = [rule for rule in rules if not isinstance(rule, SiteRule)]
+
+    def lint_module(self, path: Path, display: str, text: str, result: FileResult, *,
+                    syntax_checked: bool = False) -> None:
+        from ckptlint.analysis.sites import find_sites, resolve_targets
+        from ckptlint.syntax.source import SourceModule, parse_text
+
+        name, is_package = self.project.module_name(path)
+        tree = parse_text(text, display, syntax_checked=syntax_checked)
+        module = SourceModule(path=path.resolve(), display=display, name=name,
+                              is_package=is_package, text=text, tree=tree)
+        self.project.register(module)
+        sites = find_sites(module, self.resolver, self.table, self.config.segment_base_classes)
+        for site in sites:
+            resolve_targets(site, self.resolver)
+            result.sites.append(SiteRecord(site.ref, site.target_refs,
+                                           site.api.qualname if site.api else site.kind,
+                                           site.mode))
+            for rule in self.site_rules:
+                result.findings.extend(rule.check_site(site))
+        for rule in self.other_rules:
+            result.findings.extend(rule.check_sites(sites))
+
+
+def preload_analysis() -> None:
+    """Import what `Analysis` needs (libcst, resolver, every rule) in this process.
+
+    Called before analysing workers are forked: they then start with it all imported,
+    instead of each paying the imports (about 0.2 s) again.
+    """
+    from ckptlint.checks import RULE_CLASSES
+
+    for module in ("ckptlint.syntax.source", "ckptlint.analysis.sites", "ckptlint.analysis.resolve",
+                   "ckptlint.checks.base"):
+        importlib.import_module(module)
+    for path in RULE_CLASSES:
+        load_class(path)
+
+
+def load_class(path: str):
+    module_name, class_name = path.split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+@dataclass
+class Examined:
+    """What examining one file gave (`examine`)."""
+
+    result: FileResult | None = None  # None for a cache hit and for a candidate not analysed
+    key: tuple | None = None  # (stat signature, digest) under which to cache it
+    entry: object | None = None  # the cache's entry when the file's bytes are unchanged
+    candidate: bool = False  # confirmed to hold a site, not analysed yet (`analyse=False`)
+    size: int = 0  # the candidate's length (the longest are analysed first)
+    text: str | None = None  # the candidate's text
+
+    def for_parent(self) -> Examined | None:
+        """A worker's answer: the text left behind (the parent reads it again if asked), and
+        None for a file the text tests rejected and that has nothing to cache."""
+        self.text = None
+        result = self.result
+        if result is not None:
+            result.text = None
+            if (self.key is None and not result.findings and not result.candidate
+                    and result.cacheable):
+                return None
+        return self
+
+
+def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -> Examined:
+    """One file: read, look up by content in the cache, decode, text tests, `ast` parse and
+    confirmation, then (`analyse`) libcst's analysis; else a confirmed file is only marked
+    as a candidate for it."""
+    info = None
+    if cache is not None:
+        try:
+            info = os.stat(path)
+        except OSError:
+            info = None
+    try:
+        data = read_bytes(path, linter.config.max_file_size)
+    except SourceError as error:
+        return Examined(error_result(display, str(error)))
+    key = None
+    if cache is not None and info is not None:
+        from ckptlint.engine.cache import signature
+
+        file_digest, entry = cache.lookup_bytes(display, path, info, data)
+        key = (signature(info), file_digest)
+        if entry is not None:
+            return Examined(key=key, entry=entry)
+    try:
+        text = decode_source(data)
+    except SourceError as error:
+        return Examined(error_result(display, str(error), cacheable=True), key=key)
+    result = linter.lint_text(path, display, text, analyse=analyse)
+    if result.confirmed and not analyse:
+        return Examined(key=key, candidate=True, size=len(text), text=text)
+    return Examined(result, key=key)

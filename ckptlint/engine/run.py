@@ -1,0 +1,405 @@
+"""Whole runs: discover files, screen and analyse them (in worker processes, `ckptlint.engine.pool`),
+answer what the cache can (`ckptlint.engine.cache`), then suppressions and deduplication.
+
+`Run` spreads the per-file pipeline (`ckptlint.engine.linter`) over worker processes: screening
+first (in chunks, when there are many files), then the analysis of the confirmed files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from ckptlint.config import Config
+from ckptlint.engine.discover import discover
+from ckptlint.engine.linter import (PARSE_ERROR, Examined, FileResult, Linter, error_result,
+                                    examine, preload_analysis)
+from ckptlint.findings import Finding, Position, SiteRecord
+from ckptlint.syntax.reading import SourceError, decode_source
+
+STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
+
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    sites: list[SiteRecord] = field(default_factory=list)
+    files: int = 0
+    # Texts of linted files by reported filename (for noqa, fixes and source display); files
+    # answered from the cache are read and decoded only when asked for.
+    sources: MutableMapping[str, str] = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+
+
+# -- whole runs ------------------------------------------------------------------------------
+def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
+         stdin_text: str | bytes | None = None, stdin_filename: str | None = None,
+         ignore_noqa: bool = False, jobs: int | None = None,
+         use_cache: bool = False) -> LintResult:
+    """Lint files and folders (`-` reads `stdin_text`, reported as `stdin_filename`; bytes
+    are decoded as a file's would be).
+
+    `jobs`: worker processes for the candidate files (default: the CPU count; 1 runs all in
+    this process). `use_cache`: read and write the result cache (the CLI's default).
+    """
+    started = time.perf_counter()
+    linter = Linter(config)
+    targets: list[tuple[Path, str]] = []
+    stdin_result = None
+    unreadable: list[FileResult] = []  # folders that could not be listed
+    if stdin_text is not None:
+        paths = [p for p in paths if p != "-"]
+    if paths:
+        discovery = discover(paths, config, force_exclude=force_exclude)
+        unreadable = [error_result(str(folder), reason)
+                      for folder, reason in discovery.unreadable.items()]
+        folders: set[str] = set()
+        for path in discovery.files:
+            folder = os.path.dirname(path)
+            if folder not in folders:  # the package root depends on the folder only
+                folders.add(folder)
+                try:
+                    linter.project.add_root_for(path)
+                except (OSError, RuntimeError):  # a symlink loop: reported when read
+                    pass
+            targets.append((path, str(path)))
+    if stdin_text is not None:  # linted here, in this process, once the roots are known
+        display = stdin_filename or "-"
+        if isinstance(stdin_text, bytes):
+            try:
+                stdin_text = decode_source(stdin_text)
+            except SourceError as error:
+                stdin_result = error_result(display, str(error))
+        if stdin_result is None:
+            stdin_result = linter.lint_file(Path(display), display, stdin_text)
+    run = Run(linter, targets, jobs=jobs, use_cache=use_cache)
+    file_results = run.execute() + unreadable
+    if stdin_result is not None:
+        file_results.insert(0, stdin_result)
+    result = finish(file_results, config, ignore_noqa, sources=run.sources)
+    run.stats["seconds"] = round(time.perf_counter() - started, 3)
+    if os.environ.get(STATS_ENV):
+        import resource
+
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run.stats["cpu_main"] = round(own.ru_utime + own.ru_stime, 3)
+        run.stats["cpu_workers"] = round(workers.ru_utime + workers.ru_stime, 3)
+    result.stats = run.stats
+    if os.environ.get(STATS_ENV):
+        print(json.dumps(run.stats), file=sys.stderr)
+    return result
+
+
+class Run:
+    """One run over discovered files: cache, screening, then the analysis of candidates.
+
+    Screening (read, cache lookup by content, text tests, `ast` confirmation) is done by
+    workers in chunks when there are many files, else in this process. Candidates confirmed to
+    hold a site are then analysed by workers forked afresh once this process has imported
+    libcst (it does so while the screening still runs), so that no worker pays that import.
+    """
+
+    # From this many files not answered by the cache (and jobs > 1), workers screen them in
+    # chunks, reading included; below it this process does: forking costs more than a few
+    # reads. Candidates go to workers either way, even a single one: a crash in libcst's
+    # native parser then costs that file a CKP999, not the run.
+    CHUNKED_MIN_FILES = 32
+
+    def __init__(self, linter: Linter, targets: list[tuple[Path, str]], *,
+                 jobs: int | None, use_cache: bool) -> None:
+        self.linter = linter
+        self.config = linter.config
+        self.targets = targets
+        self.jobs = jobs if jobs is not None else default_jobs()
+        self.use_cache = use_cache
+        self.sources = SourceTexts(linter)
+        self.stats: dict = {"files": len(targets), "cached": 0, "candidates": 0,
+                            "confirmed": 0, "errors": 0, "jobs": self.jobs, "pool": False,
+                            "screened_by_workers": False}
+        self.cache = None
+        self.pools: list = []
+        self.preloaded = False
+
+    def execute(self) -> list[FileResult]:
+        if self.use_cache and self.targets:
+            from ckptlint.engine.cache import Cache
+
+            self.cache = Cache.open(self.config, self.linter.project.roots)
+        results: dict[int, FileResult] = {}
+        keys: dict[int, tuple] = {}  # index -> (signature, digest) to store in the cache
+        todo: dict[int, int] = {}  # index -> size, of the files the cache cannot answer
+        chunked = self.jobs > 1 and len(self.targets) >= self.CHUNKED_MIN_FILES
+        for index, (path, display) in enumerate(self.targets):
+            info = None
+            if self.cache is not None or chunked:
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    pass
+            entry = (self.cache.lookup(display, path, info)
+                     if self.cache is not None and info is not None else None)
+            if entry is not None:
+                results[index] = self.from_cache(display, path, entry)
+            else:
+                todo[index] = info.st_size if info is not None else 0
+        try:
+            for index, examined in self.examine_all(todo):
+                results[index] = self.absorb(index, examined, keys)
+        finally:
+            for pool in self.pools:
+                pool.shutdown()
+        if self.pools:
+            self.stats["worker_deaths"] = sum(pool.deaths for pool in self.pools)
+        ordered = []
+        for index in range(len(self.targets)):
+            result = results[index]
+            self.stats["candidates"] += result.candidate
+            self.stats["confirmed"] += result.confirmed
+            self.stats["errors"] += any(f.code == PARSE_ERROR for f in result.findings)
+            key = keys.get(index)
+            if key is not None and self.cache is not None and result.cacheable:
+                self.cache.store(result.display, *key, result.findings, result.sites,
+                                 result.dependencies, result.confirmed)
+            ordered.append(result)
+        if self.cache is not None:
+            self.cache.save()
+        return ordered
+
+    def examine_all(self, todo: dict[int, int]) -> Iterator[tuple[int, Examined]]:
+        """Every file's final examination: screened, then (candidates) analysed, the longest
+        first (the last analysis to start should be a short one, or one worker is left
+        busy while the others idle)."""
+        candidates = []
+        for index, examined in self.screen(todo):
+            if examined is not None and examined.candidate:
+                if examined.text is not None:
+                    self.sources[self.targets[index][1]] = examined.text
+                candidates.append((-examined.size, index))
+            else:
+                yield index, examined
+        candidates.sort()
+        pool = self.new_pool(len(candidates), preload=True) if candidates else None
+        if pool is None:
+            for _, index in candidates:
+                yield index, examine(self.linter, self.cache, *self.targets[index], analyse=True)
+            return
+        for _, index in candidates:
+            pool.submit([(index, *self.targets[index])], analyse=True)
+        yield from pool.results().items()
+
+    def screen(self, todo: dict[int, int]) -> Iterable[tuple[int, Examined]]:
+        pool = (self.new_pool(len(todo)) if len(todo) >= self.CHUNKED_MIN_FILES else None)
+        if pool is None:
+            return (
+                (index, examine(self.linter, self.cache, *self.targets[index], analyse=False))
+                for index in todo)
+        from ckptlint.engine.pool import chunks
+
+        self.stats["screened_by_workers"] = True
+        for chunk in chunks([(index, *self.targets[index]) for index in todo],
+                            [todo[index] for index in todo], self.jobs):
+            pool.submit(chunk, analyse=False)
+        screened = pool.results(each=self.preload_for_candidate)
+        pool.shutdown()
+        return sorted(screened.items())
+
+    def preload_for_candidate(self, examined: Examined | None) -> None:
+        """While workers screen: import libcst here once a file passes the text tests."""
+        if examined is not None and (
+                examined.candidate or (examined.result is not None and examined.result.candidate)):
+            self.preload()
+
+    def preload(self) -> None:
+        """Import libcst and the rules here (once): workers forked later start with them."""
+        if not self.preloaded:
+            self.preloaded = True
+            try:
+                preload_analysis()
+            except Exception:  # noqa: BLE001 - each worker will report it per file
+                pass
+
+    def new_pool(self, files: int, *, preload: bool = False):
+        """Worker processes for `files` files (None when jobs = 1 or this system cannot start
+        them); `preload`: import libcst here first, so that they start with it."""
+        if self.jobs <= 1:
+            return None
+        if preload:
+            self.preload()
+        from ckptlint.engine.pool import WorkerPool
+
+        try:
+            pool = WorkerPool(self.config, self.linter.project.roots, min(self.jobs, files),
+                              len(self.targets), self.cache)
+        except (OSError, ValueError, ImportError):  # no shared memory, no processes
+            self.jobs = 1
+            return None
+        self.pools.append(pool)
+        self.stats["pool"] = True
+        return pool
+
+    def absorb(self, index: int, examined: Examined | None, keys: dict) -> FileResult:
+        """A file's result from its examination, here or in a worker (None: nothing found)."""
+        path, display = self.targets[index]
+        if examined is None:
+            self.sources.later(display, path)
+            return FileResult(display)
+        if examined.key is not None:
+            keys[index] = examined.key
+            if self.cache is not None:
+                self.cache.record(path, *examined.key, hit=examined.entry is not None,
+                                  display=display)
+        if examined.entry is not None:
+            return self.from_cache(display, path, examined.entry)
+        result = examined.result if examined.result is not None else FileResult(display)
+        if result.text is not None:
+            self.sources[display] = result.text
+        elif display not in self.sources.texts:
+            self.sources.later(display, path)
+        return result
+
+    def from_cache(self, display: str, path: Path, entry) -> FileResult:
+        self.stats["cached"] += 1
+        self.sources.later(display, path)
+        return FileResult(display, findings=list(entry.findings), sites=list(entry.sites))
+
+
+class SourceTexts(MutableMapping):
+    """Texts by reported filename; those of cached files are read when first asked for."""
+
+    def __init__(self, linter: Linter) -> None:
+        self.linter = linter
+        self.texts: dict[str, str] = {}
+        self.paths: dict[str, Path] = {}
+
+    def later(self, display: str, path: Path) -> None:
+        self.paths[display] = path
+
+    def __getitem__(self, display: str) -> str:
+        if display in self.texts:
+            return self.texts[display]
+        if display in self.paths:
+            try:
+                text = self.linter.read(self.paths.pop(display))
+            except (SourceError, OSError, RuntimeError):
+                raise KeyError(display) from None
+            self.texts[display] = text
+            return text
+        raise KeyError(display)
+
+    def __setitem__(self, display: str, text: str) -> None:
+        self.paths.pop(display, None)
+        self.texts[display] = text
+
+    def __delitem__(self, display: str) -> None:
+        if display in self.texts:
+            del self.texts[display]
+        elif display in self.paths:
+            del self.paths[display]
+        else:
+            raise KeyError(display)
+
+    def __contains__(self, display: object) -> bool:
+        try:
+            self[display]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def load_all(self) -> None:
+        for display in list(self.paths):
+            try:
+                self[display]
+            except KeyError:
+                pass
+
+    def __iter__(self) -> Iterator[str]:
+        self.load_all()
+        yield from list(self.texts)
+
+    def __len__(self) -> int:
+        self.load_all()
+        return len(self.texts)
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def finish(file_results: Iterable[FileResult], config: Config, ignore_noqa: bool, *,
+           sources: MutableMapping[str, str] | None = None) -> LintResult:
+    from ckptlint.engine.suppress import apply_suppressions
+
+    result = LintResult()
+    if sources is not None:
+        result.sources = sources
+    by_display: dict[str, FileResult] = {}
+    for file_result in file_results:
+        result.files += 1
+        by_display[file_result.display] = file_result
+        if file_result.text is not None:
+            result.sources[file_result.display] = file_result.text
+        result.sites.extend(file_result.sites)
+    enabled = config.enabled_codes()
+    findings = [f for r in by_display.values() for f in r.findings if f.code in enabled]
+    findings = [relocate_outside(f, by_display) for f in findings]
+    findings = [f for f in findings if f.code not in config.ignored_for_file(Path(f.filename))
+                or f.code == PARSE_ERROR]
+    findings = apply_suppressions(findings, result.sources, ignore_noqa,
+                                  report_unused="CKP902" in enabled)
+    result.findings = deduplicate(findings)
+    result.sites.sort(key=lambda record: (record.site.filename, record.site.row,
+                                          record.site.column))
+    return result
+
+
+def relocate_outside(finding: Finding, linted: dict[str, FileResult]) -> Finding:
+    """A hazard in a file outside the linted set is reported at its site, naming the hazard."""
+    if finding.filename in linted or finding.site is None:
+        return finding
+    same = linted_display(finding.filename, linted)
+    if same is not None:  # a linted file reached first through an import: its display differs
+        return replace(finding, filename=same)
+    site = finding.site
+    return replace(finding, filename=site.filename,
+                   start=Position(site.row, site.column), end=Position(site.row, site.column),
+                   message=f"{finding.message} (in {finding.filename}:{finding.start.row})")
+
+
+def linted_display(filename: str, linted: dict[str, FileResult]) -> str | None:
+    """The display under which `filename` (the same file, spelled otherwise) was linted."""
+    try:
+        target = Path(filename).resolve()
+        for display in linted:
+            if Path(display).resolve() == target:
+                return display
+    except OSError:
+        return None
+    return None
+
+
+def deduplicate(findings: list[Finding]) -> list[Finding]:
+    """One finding per (file, row, code), the first site in output order winning."""
+    def order(finding: Finding):
+        site = finding.site
+        return (finding.sort_key, (site.filename, site.row, site.column) if site else ("", 0, 0))
+
+    seen: set[tuple[str, int, str]] = set()
+    unique = []
+    for finding in sorted(findings, key=order):
+        key = (finding.filename, finding.start.row, finding.code)
+        if key not in seen:
+            seen.add(key)
+            unique.append(finding)
+    return unique

@@ -1,0 +1,1 @@
+"""Fix edits and writing fixed files."""

@@ -1,0 +1,1 @@
+"""ckptlint inside other tools (the flake8 plugin)."""

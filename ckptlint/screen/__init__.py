@@ -1,0 +1,1 @@
+"""Cheap tests that keep files without a checkpoint site away from libcst."""

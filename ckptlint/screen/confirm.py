@@ -1,0 +1,372 @@
+"""A cheap confirmation that a file can hold a checkpoint site, before libcst parses it.
+
+The text prefilter passes every file where a trigger word such as `checkpoint` appears; in the
+torch tree that is about 110 files, of which a handful hold a site. libcst costs about ten times
+CPython's `ast` to parse, so each candidate is parsed with `ast` first (which the engine does
+anyway, to keep what CPython rejects away from libcst) and checked here against the same API
+table and aliasing rules `sites.py` uses. The check may pass files that hold no site; it must
+never reject one that `sites.py` would find a site in (the tests run both on the fixtures and
+on the torch tree).
+
+How `sites.py` finds a site, and what that requires of the file:
+
+- A call of `<expr>._gradient_checkpointing_func(...)`: that attribute name appears.
+- `<expr>.gradient_checkpointing_enable(...)` in a file importing transformers, peft or trl:
+  that attribute name appears and such an import exists.
+- A call (or class base) whose local qualified name is a checkpoint API, a segment base class
+  or a training-arguments class. Local qualified names start at an import binding and extend
+  through aliases (`a = b`, walrus, `partial(...)`, `self.x = ...` in the class) and attribute
+  access (`head.attr`). So some import must bind a name whose qualified name Q is that API's
+  name T or a dotted prefix of it; the bound name must be used outside import statements; and
+  every component of T after Q must appear as an attribute name (`.utils`, `.checkpoint`).
+
+Imports are read from the `ast` (at any depth: functions, classes, `try`, `if`), relative ones
+resolved with the module's dotted name exactly as `scopes.py` does; names and attributes are
+looked for in the text, which can only over-approximate (comments and strings count).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from ckptlint.analysis import apis
+from ckptlint.syntax.modnames import resolve_relative
+
+HF_IMPORT_HEADS = ("transformers", "peft", "trl")  # as sites.py's `imports_transformers`
+
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A site through an import bound to `qualname` needs these attribute names to appear."""
+
+    qualname: str
+    attributes: tuple[str, ...]
+
+
+class SiteConfirmer:
+    """Built once per configuration; `may_hold_site(tree, text, ...)` per file."""
+
+    def __init__(self, table: Iterable[str], segment_bases: Iterable[str]) -> None:
+        targets = {*table, *apis.HF_LAYER_BASES, *segment_bases, *apis.HF_TRAINING_ARGUMENTS}
+        # For each dotted prefix Q of a target T: the components of T after Q (any one suffices).
+        self.by_prefix: dict[str, list[tuple[str, ...]]] = {}
+        for target in targets:
+            parts = target.split(".")
+            for cut in range(1, len(parts) + 1):
+                self.by_prefix.setdefault(".".join(parts[:cut]), []).append(tuple(parts[cut:]))
+        self.complete = frozenset(targets)
+        self.target_parts = sorted(tuple(target.split(".")) for target in targets)
+
+    def may_hold_site_text(self, text: str, module_name: str = "") -> bool:
+        """A necessary condition read from the text alone (no parse): cheaper, weaker.
+
+        For a site through target T = c1.c2...cn, an import binds a prefix of T: in an absolute
+        import c1 is a word of the file (a relative one may stand for the c1...ck that T shares
+        with the file's own package path), and every later component is written either after
+        a dot (module path, attribute access) or as a name an import binds (after `import`, a
+        comma or a parenthesis).
+        """
+        if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
+            return True
+        if module_name and any(target.startswith(f"{module_name}.") for target in self.complete):
+            return True  # the API's own module (linting torch itself): its defs are APIs
+        relative = has_relative_import(text)
+        if has_attribute(text, apis.HF_ENABLE_METHOD) and (
+                relative or any(has_word(text, head) for head in HF_IMPORT_HEADS)):
+            return True
+        seen: dict[tuple[str, bool], bool] = {}
+
+        def check(name: str, first: bool) -> bool:
+            key = (name, first)
+            if key not in seen:
+                seen[key] = has_word(text, name) if first else has_reference(text, name)
+            return seen[key]
+
+        module_parts = module_name.split(".")
+
+        def implied(parts: tuple[str, ...]) -> int:
+            """How many leading components a relative import may stand for: those the API
+            shares with this file's own package path (all but the last when unknown)."""
+            if not relative:
+                return 0
+            if len(module_parts) < 2:
+                return len(parts) - 1
+            shared = 0
+            while (shared < len(parts) - 1 and shared < len(module_parts)
+                   and parts[shared] == module_parts[shared]):
+                shared += 1
+            return shared
+
+        return any(all(check(part, index == 0) for index, part in enumerate(parts)
+                       if index >= implied(parts))
+                   for parts in self.target_parts)
+
+    def may_hold_site(self, tree: ast.Module, text: str, module_name: str,
+                      is_package: bool) -> bool:
+        if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
+            return True
+        bindings = []
+        for node in iter_statements(tree):
+            kind = type(node)
+            if kind is ast.Import or kind is ast.ImportFrom:
+                bindings.extend(import_bindings(node, module_name, is_package))
+            elif (kind is ast.FunctionDef or kind is ast.AsyncFunctionDef) and module_name:
+                # sites.py: a module-level def in the API's own module is that API (any depth
+                # here, which can only add candidates).
+                bindings.append((node.name, f"{module_name}.{node.name}"))
+        if has_attribute(text, apis.HF_ENABLE_METHOD) and any(
+                qualname.split(".")[0] in HF_IMPORT_HEADS for _, qualname in bindings):
+            return True
+        seen: dict[str, bool] = {}
+
+        def attribute(name: str) -> bool:
+            if name not in seen:
+                seen[name] = has_attribute(text, name)
+            return seen[name]
+
+        relevant = [(local, qualname) for local, qualname in bindings
+                    if any(all(attribute(name) for name in rest)
+                           for rest in self.by_prefix.get(qualname, ()))]
+        if not relevant:
+            return False
+        try:
+            return AliasClosure(self, relevant).holds_site(tree)
+        except RecursionError:
+            return True  # too deep to follow here: let the full analysis decide
+
+
+class AliasClosure:
+    """Which names and attributes may denote (a prefix of) an API, over the whole file.
+
+    Scope-blind on purpose: every binding of a name counts everywhere, which can only add
+    candidates. Follows what `sites.py` follows: import bindings, `name = value`, `name: T =
+    value`, walrus, `obj.attr = value` (sites.py: `self.attr` in methods), attribute access,
+    and calls (sites.py: `functools.partial(api, ...)`; here any call passing an API first).
+    """
+
+    def __init__(self, confirmer: SiteConfirmer, relevant: list[tuple[str, str]]) -> None:
+        self.by_prefix = confirmer.by_prefix
+        self.complete = confirmer.complete
+        self.names: dict[str, set[str]] = {}
+        self.attributes: dict[str, set[str]] = {}
+        for local, qualname in relevant:
+            self.names.setdefault(local, set()).add(qualname)
+
+    def holds_site(self, tree: ast.Module) -> bool:
+        assignments: list[tuple[dict[str, set[str]], str, ast.expr]] = []
+        callees: list[ast.expr] = []
+        bases: list[ast.expr] = []
+        followed = (ast.Name, ast.Attribute, ast.Call)
+        for node in walk(tree):
+            kind = type(node)
+            if kind is ast.Call:
+                callees.append(node.func)
+            elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.NamedExpr:
+                value = node.value
+                if value is None or not isinstance(value, followed):
+                    continue
+                targets = node.targets if kind is ast.Assign else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        assignments.append((self.names, target.id, value))
+                    elif isinstance(target, ast.Attribute):
+                        assignments.append((self.attributes, target.attr, value))
+            elif kind is ast.ClassDef:
+                bases.extend(node.bases)
+        changed = True
+        while changed:
+            changed = False
+            for table, key, value in assignments:
+                found = self.qualnames(value)
+                if found and not found <= table.get(key, set()):
+                    table.setdefault(key, set()).update(found)
+                    changed = True
+        return (any(self.qualnames(callee) & self.complete for callee in callees)
+                or any(self.qualnames(base) & self.complete for base in bases))
+
+    def qualnames(self, expr: ast.expr) -> set[str]:
+        if isinstance(expr, ast.Name):
+            return self.names.get(expr.id, set())
+        if isinstance(expr, ast.Attribute):
+            found = {f"{head}.{expr.attr}" for head in self.qualnames(expr.value)}
+            found = {name for name in found if name in self.by_prefix}
+            return found | self.attributes.get(expr.attr, set())
+        if isinstance(expr, ast.Call) and expr.args and not isinstance(expr.args[0], ast.Starred):
+            return self.qualnames(expr.args[0])
+        return set()
+
+
+# Fields that never hold a call, an assignment or a class: expression contexts and operators.
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops", "type_ignores"})
+_LEAVES = (ast.Name, ast.Constant, ast.alias, ast.arg)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of `tree` (as `ast.walk`, in another order), skipping contexts and operators."""
+    stack = [tree]
+    fields_of = _FIELDS
+    while stack:
+        node = stack.pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(
+                name for name in kind._fields if name not in _SKIPPED_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                stack.extend(item for item in value
+                             if isinstance(item, ast.AST) and not isinstance(item, _LEAVES))
+            elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                stack.append(value)
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def iter_statements(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every statement at any depth, in and out of functions and classes (expressions are
+    not walked: no statement can stand inside one)."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in _BODIES:
+            value = getattr(node, name, None)
+            if value and isinstance(value, list):
+                stack.extend(value)
+
+
+def import_bindings(node: ast.Import | ast.ImportFrom, module_name: str,
+                    is_package: bool) -> Iterator[tuple[str, str]]:
+    """(local name, qualified name) for each name the import binds (as scopes.py binds)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                yield alias.asname, alias.name
+            else:
+                head = alias.name.split(".")[0]
+                yield head, head
+        return
+    base = node.module
+    if node.level:
+        base = resolve_relative(module_name, is_package, node.level, base)
+    if not base:
+        return
+    for alias in node.names:
+        if alias.name == "*":
+            continue
+        yield alias.asname or alias.name, f"{base}.{alias.name}"
+
+
+_WORD = re.compile(r"\w")
+_SPACE = " \t\f\r\n\\"
+
+
+def has_relative_import(text: str) -> bool:
+    """May the file hold `from .` (a relative import)? `from`, then spaces, line
+    continuations or line breaks, then a dot (the word before `from` is not checked)."""
+    position = text.find("from")
+    while position >= 0:
+        after = position + 4
+        while after < len(text) and text[after] in _SPACE:
+            after += 1
+        if text.startswith(".", after):
+            return True
+        position = text.find("from", after)
+    return False
+
+
+def whole_words(text: str, name: str) -> Iterator[int]:
+    """Positions where `name` stands as a whole word."""
+    size = len(name)
+    position = text.find(name)
+    while position >= 0:
+        after = position + size
+        if not (after < len(text) and _WORD.match(text, after)) and not (
+                position > 0 and _WORD.match(text, position - 1)):
+            yield position
+        position = text.find(name, position + 1)
+
+
+def has_word(text: str, name: str) -> bool:
+    return next(whole_words(text, name), None) is not None
+
+
+def has_attribute(text: str, name: str) -> bool:
+    """True when `.name` (an attribute access, possibly spread over lines) may appear.
+
+    Between the dot and the name Python allows spaces, line continuations and, inside
+    brackets, newlines and comments; a comment on a line crossed is taken as a yes.
+    """
+    return any(_after_dot(text, position) for position in whole_words(text, name))
+
+
+def has_reference(text: str, name: str) -> bool:
+    """`name` after a dot (module path, attribute), or in the names an import statement binds."""
+    return any(_after_dot(text, position) or _in_import_list(text, position)
+               for position in whole_words(text, name))
+
+
+def _after_dot(text: str, position: int) -> bool:
+    """Is the token before `position` a dot? Spaces, continuations and line breaks are
+    skipped, and so are comments on the lines crossed. A line's comment starts at its first
+    `#` when no quote comes before it; when one does, the `#` may be in a string and what
+    precedes the comment cannot be told cheaply: that counts as a yes."""
+    before = position - 1
+    while True:
+        crossed_line = False
+        while before >= 0 and text[before] in _SPACE:
+            crossed_line = crossed_line or text[before] in "\r\n"
+            before -= 1
+        if before >= 0 and text[before] == ".":
+            return True
+        if not crossed_line:
+            return False
+        line_start, comment = _first_hash(text, before)
+        if comment < 0:
+            return False
+        if "'" in text[line_start:comment] or '"' in text[line_start:comment]:
+            return True
+        before = comment - 1
+
+
+def _first_hash(text: str, index: int) -> tuple[int, int]:
+    """Where the line holding `index` starts, and its first `#` up to `index` (-1: none)."""
+    line_start = max(text.rfind("\n", 0, index + 1), text.rfind("\r", 0, index + 1)) + 1
+    return line_start, text.find("#", line_start, index + 1)
+
+
+_IMPORT_LIST = frozenset(" \t\f\\,()")
+
+
+def _in_import_list(text: str, position: int) -> bool:
+    """Could `position` be in the names of `import a, b` / `from m import (a as b, c)`?
+
+    Between `import` and a name it binds stand only names, `as`, commas, parentheses,
+    spaces, continuations, line breaks and comments. Walk back over those: the name may be
+    bound by an import only if the word `import` is among them. A line crossed on the way is
+    read up to its first `#`: if the name is in an import list, so is that line, and such a
+    line holds no string, so its first `#` starts its comment.
+    """
+    start = position
+    index = position - 1
+    while index >= 0:
+        char = text[index]
+        if char in _IMPORT_LIST or char.isalnum() or char == "_":
+            index -= 1
+        elif char in "\r\n":
+            index -= 1
+            comment = _first_hash(text, index)[1]
+            if comment >= 0:
+                index = comment - 1
+        else:
+            break
+    region = text[index + 1:start]
+    return "import" in region and re.search(r"(?<!\w)import(?!\w)", region) is not None

@@ -1,0 +1,1 @@
+"""Files on disk written atomically and plain data read defensively."""

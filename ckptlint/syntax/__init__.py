@@ -1,0 +1,1 @@
+"""Reading a file and parsing it: bytes to text, libcst trees, positions, the fast walker."""

@@ -1,0 +1,67 @@
+"""Reading and parsing one Python file, with lazily computed positions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import libcst as cst
+
+from ckptlint.findings import Position
+from ckptlint.syntax.positions import Positions
+# Reading and CPython syntax checks live in the libcst-free `reading` module (re-exported).
+from ckptlint.syntax.reading import SourceError, check_syntax, decode_source  # noqa: F401
+from ckptlint.analysis.scopes import ScopeBuilder, build_scopes
+
+
+def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst.Module:
+    """libcst's tree of `text`; `syntax_checked` when CPython has accepted it already."""
+    if not syntax_checked:
+        check_syntax(text, filename)
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        raise SourceError(f"syntax error: {error.message} (line {error.raw_line})") from None
+    except RecursionError:
+        raise SourceError("nesting too deep to parse") from None
+
+
+@dataclass(eq=False)
+class SourceModule:
+    """One parsed file of the project: its text, tree, scopes and positions."""
+
+    path: Path  # absolute
+    display: str  # the filename as findings report it
+    name: str  # dotted module name ("" when unknown)
+    is_package: bool
+    text: str
+    tree: cst.Module
+    _positions: Positions | None = field(default=None, repr=False)
+
+    @cached_property
+    def scopes(self) -> ScopeBuilder:
+        return build_scopes(self.tree, self.name, self.is_package)
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
+        """1-based start and end of a node (positions are computed once per file, on demand)."""
+        if self._positions is None:
+            self._positions = Positions(self.tree)
+        (start_line, start_column), (end_line, end_column) = self._positions.range(node)
+        return Position(start_line, start_column + 1), Position(end_line, end_column + 1)
+
+    def start(self, node: cst.CSTNode) -> Position:
+        return self.span(node)[0]
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.tree.code_for_node(node)
+
+
+def load_module(path: Path, display: str, name: str, is_package: bool,
+                text: str) -> SourceModule:
+    return SourceModule(path=path, display=display, name=name, is_package=is_package,
+                        text=text, tree=parse_text(text, display))
