@@ -2,8 +2,11 @@
 
 A rule declares its wording as class attributes, `message` (a template) and `phrases` (the
 wording of a field's values), and creates findings with `data` only; the message is
-`render(message, data, phrases)`. Dynamic mode, profile and every integration read `data`,
-never the message, so rewording a template changes no verdict.
+`render(message, data, phrases)`. Findings made outside rules (CKP501, CKP902, CKP999) word
+them with module-level `*_MESSAGE` templates, and tables shared by rules are `*_PHRASES`.
+Dynamic mode, profile and every integration read `data`, never the message, so rewording a
+template changes no verdict (tests/dynamic/test_wording.py rewords every template named
+this way and checks that).
 
 A template is `str.format` syntax over the data's top-level fields (`{{`/`}}` for braces):
 `{name}` is the value as text; `{name:FORMAT}` formats it:

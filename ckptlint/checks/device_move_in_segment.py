@@ -8,7 +8,7 @@ import libcst as cst
 
 from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import keyword, random_call, random_module_call
-from ckptlint.checks.phrases import TORCH_DRAW
+from ckptlint.checks.phrases import TORCH_DRAW_PHRASES
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.state_facts import source_text
 from ckptlint.analysis.scopes import Scope
@@ -29,7 +29,7 @@ class DeviceMoveInSegment(SegmentRule):
             False: "it draws no random numbers today, so the replay only repeats the transfer, "
                    "until someone adds dropout after the move",
         },
-        "draw": TORCH_DRAW,
+        "draw": TORCH_DRAW_PHRASES,
     }
 
     def check(self, segment: Segment) -> Iterator[Finding]:

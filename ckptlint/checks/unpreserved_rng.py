@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import random_call, random_module_call
-from ckptlint.checks.phrases import TORCH_DRAW
+from ckptlint.checks.phrases import TORCH_DRAW_PHRASES
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.analysis.segment import Segment
 
@@ -17,7 +17,7 @@ class UnpreservedRng(SegmentRule):
                "{checkpoint:at} passes `preserve_rng_state=False`: the replay draws different "
                "numbers (another dropout mask) and the gradients are wrong; drop "
                "`preserve_rng_state=False`")
-    phrases = {"draw": TORCH_DRAW}
+    phrases = {"draw": TORCH_DRAW_PHRASES}
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         if segment.site.preserve_rng_state is not False:
