@@ -4,6 +4,7 @@ them back, and messages rendered from them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,14 @@ def test_templates_name_only_fields_of_their_code():
                     if isinstance(item, Obj):
                         item_fields |= {*item.required, *item.optional}
                 assert name in known or name in item_fields, (rule.code, name, template)
+
+
+@pytest.mark.parametrize("code", CODES_WITH_PAGES)
+def test_rule_pages_document_the_data_fields(code):
+    """A page's "Finding data" table lists exactly the fields of its code's data."""
+    documented = re.findall(r"^\| `(\w+)` \|", section(page(code), "Finding data") or "", re.M)
+    shape = DATA[code]
+    assert sorted(documented) == sorted([*shape.required, *shape.optional]), code
 
 
 def finding_json(code: str, data) -> dict:
