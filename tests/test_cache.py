@@ -405,8 +405,8 @@ def test_a_run_file_that_is_not_usable_json_is_ignored(project: Path) -> None:
     run(["."])
     path, data = stored_entries(project / "cache")
     for content in (b"[" * 100_000, b"\xff\xfe\x00garbage", json.dumps(data).encode()[:-3],
-                    b'{"format": %d, "entries": {"a.py": NaN}, "digests": {}}' % cache_module.FORMAT,
-                    b"1" * 5000):
+                    b'{"format": %d, "entries": {"a.py": NaN}, "digests": {}}'
+                    % cache_module.FORMAT, b"1" * 5000):
         path.write_bytes(content)
         assert codes(run(["."])) == [("a.py", 9, "CKP102")]
     path.unlink()

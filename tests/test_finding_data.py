@@ -119,6 +119,84 @@ def test_templates_name_only_fields_of_their_code():
                 assert name in known or name in item_fields, (rule.code, name, template)
 
 
+SETTINGS = """\
+HISTORY = []
+"""
+MODEL = """\
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from pkg import settings
+from pkg.settings import HISTORY
+
+COUNT = 0
+
+
+class Config:
+    def __init__(self):
+        global COUNT
+        COUNT = 0
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = 1.0
+
+    def set_gate(self, value):
+        self.gate = value
+
+    def forward(self, x):
+        global COUNT
+        y = x * COUNT
+        COUNT += 1
+        HISTORY.append(y)
+        settings.HISTORY.append(y)
+        if self.gate > 0:
+            y = y * 2
+        print(y)
+        return y
+
+
+def run(x):
+    block = Block()
+    return checkpoint(block, x, use_reentrant=False)
+"""
+
+
+def test_state_data_names_the_binding_and_the_phase_of_each_change(tmp_path):
+    from ckptlint.config import parse_table
+    from ckptlint.engine.run import lint
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "settings.py").write_text(SETTINGS)
+    (tmp_path / "pkg" / "model.py").write_text(MODEL)
+    config = parse_table({}, tmp_path / "pyproject.toml")
+    found = {(f.code, f.start.row): f.data for f in lint([str(tmp_path / "pkg")], config).findings}
+    model = str(tmp_path / "pkg" / "model.py")
+
+    def change(row, function, phase, how):
+        return {"filename": model, "row": row, "function": function, "phase": phase, "how": how}
+
+    assert found["CKP201", 26] == {
+        "state": "COUNT", "owner": "pkg.model", "attribute": "COUNT",
+        "changes": [change(13, "Config.__init__", "configuration", "rebound"),
+                    change(27, "Block.forward", "segment", "changed by augmented assignment")]}
+    assert found["CKP204", 30] == {
+        "condition": "state", "state": "self.gate", "owner": "pkg.model.Block",
+        "attribute": "gate", "changes": [change(22, "Block.set_gate", "forward", "reassigned")]}
+    for row, state in ((28, "HISTORY"), (29, "settings.HISTORY")):
+        data = found["CKP401", row]
+        assert (data["state"], data["owner"], data["attribute"], data["target"]) == \
+            (state, "pkg.settings", "HISTORY", "module-state")
+        assert data["changes"] == [change(row, "Block.forward", "segment", "mutated in place")]
+    assert found["CKP401", 27]["target"] == "global"
+    printed = found["CKP401", 32]
+    assert (printed["effect"], printed["state"], printed["owner"]) == ("output", "print",
+                                                                      "builtins")
+
+
 @pytest.mark.parametrize("code", CODES_WITH_PAGES)
 def test_rule_pages_document_the_data_fields(code):
     """A page's "Finding data" table lists exactly the fields of its code's data."""

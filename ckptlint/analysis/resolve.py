@@ -275,7 +275,9 @@ class Resolver:
             return self.instance_attribute(value.cls, attr, depth)
         if isinstance(value, ClassValue):
             method = self.find_method(value.cls, attr)
-            return [method] if method else [Unknown(f"`{value.cls.qualname}.{attr}` is not defined")]
+            if method is None:
+                return [Unknown(f"`{value.cls.qualname}.{attr}` is not defined")]
+            return [method]
         if isinstance(value, Unknown):
             return [value]
         return [Unknown(f"it is the attribute `{attr}` of a value the linter cannot "
@@ -430,7 +432,8 @@ class Resolver:
             elif isinstance(value, Unknown):
                 results.append(value)
             else:
-                results.append(Unknown("it is an element of something that is not a known container"))
+                results.append(Unknown("it is an element of something that is not a known "
+                                       "container"))
         return results
 
     @staticmethod
