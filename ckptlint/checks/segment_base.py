@@ -7,11 +7,9 @@ inference are shared by all segment rules through the per-run cache.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import libcst as cst
-
-from typing import Any, Mapping
 
 from ckptlint.analysis.bindings import BindingModel, Change
 from ckptlint.findings import Finding
