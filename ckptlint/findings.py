@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ckptlint.finding_data import check as check_data
 from ckptlint.registry import RULES, rule_info
 from ckptlint.storage.plain_data import (MAX_INT, ShapeError, member, want_dict, want_int, want_list,
-                                 want_optional_str, want_str, want_strs)
+                                         want_optional_str, want_plain, want_str, want_strs)
 
 
 @dataclass(frozen=True, order=True)
@@ -113,6 +114,10 @@ class TargetRef:
 
 @dataclass(frozen=True)
 class Finding:
+    """One finding. `data` holds the facts its message was rendered from (JSON values; the
+    fields of each code are on its rule page): whatever acts on a finding reads `data`,
+    never `message`, which is for people and may be reworded."""
+
     code: str
     message: str
     filename: str
@@ -122,10 +127,10 @@ class Finding:
     chain: tuple[str, ...] = ()
     fix: Fix | None = None
     target: TargetRef | None = None
+    data: dict[str, Any] = field(default_factory=dict, hash=False)
     # Dynamic mode only.
     verdict: str | None = None
     evidence: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def name(self) -> str:
@@ -154,6 +159,7 @@ class Finding:
             "site": self.site.to_json() if self.site else None,
             "chain": list(self.chain),
             "fix": self.fix.to_json() if self.fix else None,
+            "data": self.data,
             "target": self.target.to_json() if self.target else None,
         }
         if self.verdict is not None:
@@ -179,9 +185,17 @@ class Finding:
             chain=want_strs(data.get("chain", []), "chain"),
             fix=Fix.from_json(fix) if fix is not None else None,
             target=TargetRef.from_json(target) if target is not None else None,
+            data=finding_data(code, member(data, "data")),
             verdict=want_optional_str(data.get("verdict"), "verdict"),
             evidence=want_optional_str(data.get("evidence"), "evidence"),
         )
+
+
+def finding_data(code: str, data: Any) -> dict[str, Any]:
+    """A finding's `data` as read back: JSON values with the fields of `code`'s findings."""
+    want_plain(data, "data")
+    check_data(code, data)
+    return data
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,8 @@ def test_dependencies_are_checked_by_digest(tmp_path: Path) -> None:
     info = os.stat(linted)
     digest, entry = store.lookup_bytes("a.py", linted, info, data)
     assert entry is None
-    finding = Finding("CKP102", "message", "a.py", Position(1, 1), Position(1, 5))
+    finding = Finding("CKP102", "message", "a.py", Position(1, 1), Position(1, 5),
+                      data={"api": "torch.utils.checkpoint.checkpoint", "mode": "reentrant"})
     store.store("a.py", cache_module.signature(info), digest, [finding], [], (str(dependency),
                                                         str(tmp_path / "absent.py")), False)
     store.save()
@@ -192,7 +193,7 @@ def test_a_corrupt_cache_is_ignored(project: Path) -> None:
     [path] = (project / "cache").glob("run-*.json")
     path.write_bytes(b"not json")
     assert codes(run(["."])) == [("a.py", 9, "CKP102")]
-    path.write_text(json.dumps({"format": 2, "entries": 3, "digests": None}))
+    path.write_text(json.dumps({"format": cache_module.FORMAT, "entries": 3, "digests": None}))
     assert codes(run(["."])) == [("a.py", 9, "CKP102")]
 
 
@@ -320,7 +321,7 @@ def test_findings_and_sites_survive_the_plain_data_round_trip(fixture_tree: Path
     assert warm.findings == uncached.findings and warm.sites == uncached.sites
     assert uncached.sites and any(record.targets for record in uncached.sites)
     for finding in uncached.findings:
-        assert finding.extra == {}  # (to_json leaves it out: a cache would lose it)
+        assert finding.data  # the facts travel with the finding through the cache
         assert Finding.from_json(json.loads(json.dumps(finding.to_json()))) == finding
     for record in uncached.sites:
         assert SiteRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
@@ -404,7 +405,8 @@ def test_a_run_file_that_is_not_usable_json_is_ignored(project: Path) -> None:
     run(["."])
     path, data = stored_entries(project / "cache")
     for content in (b"[" * 100_000, b"\xff\xfe\x00garbage", json.dumps(data).encode()[:-3],
-                    b'{"format": 2, "entries": {"a.py": NaN}, "digests": {}}', b"1" * 5000):
+                    b'{"format": %d, "entries": {"a.py": NaN}, "digests": {}}'
+                    % cache_module.FORMAT, b"1" * 5000):
         path.write_bytes(content)
         assert codes(run(["."])) == [("a.py", 9, "CKP102")]
     path.unlink()

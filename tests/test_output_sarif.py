@@ -52,6 +52,7 @@ def check_structure(log: dict) -> None:
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
         assert result["level"] in LEVELS
         assert result["message"]["text"]
+        assert isinstance(result["properties"]["data"], dict)  # the finding's facts
         (location,) = result["locations"]
         physical = location["physicalLocation"]
         assert physical["artifactLocation"]["uri"]

@@ -19,7 +19,7 @@ from ckptlint.rule_pages import SOURCE_PAGES, code_blocks, page_filename, sectio
 from tests.cli_helpers import REPO, run_cli
 
 SECTIONS = ["What it does", "Why is this bad?", "Example", "Use instead", "Fix safety",
-            "Options", "References"]
+            "Options", "Finding data", "References"]
 # Examples that need a real run (dynamic/profile) or a broken file are checked differently.
 NEEDS_A_RUN = {"CKP501", "CKP502"}
 PAGE_NAME = re.compile(r"^(CKP\d{3})-([a-z0-9-]+)\.md$")

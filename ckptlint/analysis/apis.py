@@ -75,6 +75,9 @@ HF_LAYER_BASES = (
 )
 HF_CHECKPOINT_METHOD = "_gradient_checkpointing_func"
 HF_ENABLE_METHOD = "gradient_checkpointing_enable"
+# How findings name these (`data.api`): the model base class defines both.
+HF_CHECKPOINT_API = f"transformers.PreTrainedModel.{HF_CHECKPOINT_METHOD}"
+HF_ENABLE_API = f"transformers.PreTrainedModel.{HF_ENABLE_METHOD}"
 HF_TRAINING_ARGUMENTS = (
     "transformers.TrainingArguments",
     "transformers.Seq2SeqTrainingArguments",

@@ -49,7 +49,9 @@ MAX_PROJECT_FILES = 10000
 class Change:
     module: SourceModule
     node: cst.CSTNode
-    how: str  # "rebound" | "mutated in place" | "augmented" | "deleted"
+    # "rebound" | "reassigned" | "mutated in place" | "changed by augmented assignment" |
+    # "updated in place" | "deleted" (findings carry it as `changes[].how`)
+    how: str
     where: str  # the function holding the change ("" at module level)
     # For `G.attr = ...`, `G.attr.append(...)`: "attr" (only reads of `G.attr` or of `G`
     # itself see this change); None when `G` itself is rebound, indexed or mutated.
@@ -58,23 +60,6 @@ class Change:
     @property
     def row(self) -> int:
         return self.module.start(self.node).row
-
-    def location(self) -> str:
-        return f"{self.module.display}:{self.row}"
-
-    def describe(self) -> str:
-        where = f" in `{self.where}`" if self.where else ""
-        return f"{self.how} at {self.location()}{where}"
-
-
-def describe_changes(changes: list[Change]) -> str:
-    """`rebound at train.py:40 in `set_scale`` (+ `and N other places`)."""
-    ordered = sorted(changes, key=lambda c: (c.module.display, c.row))
-    text = ordered[0].describe()
-    if len(ordered) > 1:
-        others = len(ordered) - 1
-        text += f" (and {others} other place{'s' if others > 1 else ''})"
-    return text
 
 
 def root_name(expr: cst.BaseExpression) -> cst.Name | None:

@@ -7,6 +7,9 @@ are the same thing, and nothing in a library is parsed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import libcst as cst
 
 from ckptlint.analysis.resolve import ClassInfo, Resolver
@@ -42,32 +45,30 @@ NUMPY_RANDOM_DRAWS = PY_RANDOM_DRAWS | frozenset({
     "beta", "gamma", "exponential", "multinomial", "dirichlet", "integers", "standard_normal",
     "random_integers", "laplace", "logistic", "geometric", "bytes",
 })
-RNG_FACTORIES = {
-    "random.Random": "Python `random.Random`",
-    "numpy.random.default_rng": "NumPy `default_rng`",
-    "numpy.random.RandomState": "NumPy `RandomState`",
-    "numpy.random.Generator": "NumPy `Generator`",
-}
+RNG_FACTORIES = frozenset({
+    "random.Random", "numpy.random.default_rng", "numpy.random.RandomState",
+    "numpy.random.Generator",
+})
 
-# -- outside state (CKP202) --------------------------------------------------------------------
+# -- outside state (CKP202): what each read gives (CKP202's rule words the kinds) -------------
 EXTERNAL_READS = {
-    "time.time": "the wall clock", "time.time_ns": "the wall clock",
-    "time.perf_counter": "a clock", "time.perf_counter_ns": "a clock",
-    "time.monotonic": "a clock", "time.monotonic_ns": "a clock",
-    "time.process_time": "the process clock", "time.process_time_ns": "the process clock",
-    "time.thread_time": "the thread clock", "time.localtime": "the wall clock",
-    "time.gmtime": "the wall clock", "time.ctime": "the wall clock",
-    "datetime.datetime.now": "the wall clock", "datetime.datetime.utcnow": "the wall clock",
-    "datetime.datetime.today": "the wall clock", "datetime.date.today": "the wall clock",
-    "os.environ": "the environment", "os.getenv": "the environment",
-    "os.environ.get": "the environment", "os.getpid": "the process id",
-    "os.getppid": "the process id", "os.getcwd": "the working directory",
-    "os.urandom": "the OS entropy pool",
-    "threading.current_thread": "thread state", "threading.get_ident": "thread state",
-    "threading.get_native_id": "thread state", "threading.active_count": "thread state",
-    "multiprocessing.current_process": "process state", "socket.gethostname": "the host name",
-    "uuid.uuid1": "the clock and host", "uuid.uuid4": "the OS entropy pool",
-    "psutil.virtual_memory": "process state", "resource.getrusage": "process state",
+    "time.time": "wall-clock", "time.time_ns": "wall-clock",
+    "time.perf_counter": "clock", "time.perf_counter_ns": "clock",
+    "time.monotonic": "clock", "time.monotonic_ns": "clock",
+    "time.process_time": "process-clock", "time.process_time_ns": "process-clock",
+    "time.thread_time": "thread-clock", "time.localtime": "wall-clock",
+    "time.gmtime": "wall-clock", "time.ctime": "wall-clock",
+    "datetime.datetime.now": "wall-clock", "datetime.datetime.utcnow": "wall-clock",
+    "datetime.datetime.today": "wall-clock", "datetime.date.today": "wall-clock",
+    "os.environ": "environment", "os.getenv": "environment",
+    "os.environ.get": "environment", "os.getpid": "process-id",
+    "os.getppid": "process-id", "os.getcwd": "working-directory",
+    "os.urandom": "entropy",
+    "threading.current_thread": "thread", "threading.get_ident": "thread",
+    "threading.get_native_id": "thread", "threading.active_count": "thread",
+    "multiprocessing.current_process": "process", "socket.gethostname": "host-name",
+    "uuid.uuid1": "clock-and-host", "uuid.uuid4": "entropy",
+    "psutil.virtual_memory": "process", "resource.getrusage": "process",
 }
 
 # -- side effects (CKP401) ---------------------------------------------------------------------
@@ -75,6 +76,25 @@ EXTERNAL_READS = {
 LOG_METHODS = frozenset({"info", "warning", "warn", "error", "exception", "critical",
                          "fatal", "log"})
 LOGGER_FACTORIES = ("getLogger", "get_logger")
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Randomness a call draws. `rng` names what draws (a qualified function, `.method()`,
+    a submodule `self.drop`, a generator expression); `how` says what kind of draw it is:
+    "call", "dropout_p" (attention with dropout), "module" (a submodule built as `built`);
+    never restored by checkpoint: "python", "numpy" (its global generator), "factory" (an
+    unseeded generator made in place), "generator" (a `torch.Generator` passed in)."""
+
+    rng: str
+    how: str = "call"
+    built: str | None = None
+
+    def data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"rng": self.rng, "draw": self.how}
+        if self.built is not None:
+            data["built"] = self.built
+        return data
 
 
 def qualnames(expr: cst.BaseExpression, scope: Scope) -> set[str]:
@@ -106,10 +126,10 @@ def is_false(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "False"
 
 
-def random_call(call: cst.Call, scope: Scope) -> str | None:
-    """A description of the torch randomness `call` draws (None when it draws none)."""
+def random_call(call: cst.Call, scope: Scope) -> Draw | None:
+    """The torch randomness `call` draws (None when it draws none)."""
     func = call.func
-    for name in qualnames(func, scope):
+    for name in sorted(qualnames(func, scope)):
         if not name.startswith("torch."):
             continue
         short = short_name(name)
@@ -117,7 +137,7 @@ def random_call(call: cst.Call, scope: Scope) -> str | None:
             p = keyword(call, "dropout_p", 4)
             if p is None or literal_number(p) == 0.0:
                 return None
-            return f"`{name}` with `dropout_p`"
+            return Draw(name, "dropout_p")
         if short in TORCH_RANDOM_FUNCTIONS and not name.startswith(("torch.cuda.", "torch.random.")):
             if "dropout" in short:
                 p = literal_number(keyword(call, "p", 1))
@@ -132,17 +152,17 @@ def random_call(call: cst.Call, scope: Scope) -> str | None:
                 training = keyword(call, "training", 3)
                 if not (isinstance(training, cst.BaseExpression) and not is_false(training)):
                     return None
-            return f"`{name}`"
+            return Draw(name)
         if name.startswith("torch.nn.init.") and short.endswith("_") and short not in (
                 "zeros_", "ones_", "constant_", "eye_", "dirac_"):
-            return f"`{name}`"
+            return Draw(name)
     if isinstance(func, cst.Attribute) and func.attr.value in TORCH_RANDOM_METHODS:
         names = qualnames(func.value, scope)
         if names and not any(n.startswith("torch") for n in names):
             return None  # `np.random.normal`-style: CKP303's business
         if func.attr.value in ("bernoulli", "multinomial") and names:
             return None  # torch.bernoulli handled above
-        return f"`.{func.attr.value}()`"
+        return Draw(f".{func.attr.value}()")
     return None
 
 
@@ -190,14 +210,14 @@ def called_submodule_constructors(resolver: Resolver, call: cst.Call, module, sc
 
 
 def random_module_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
-                       owner: ClassInfo | None) -> str | None:
+                       owner: ClassInfo | None) -> Draw | None:
     """`self.dropout(x)` where `self.dropout` is built as `nn.Dropout(p)` (p not 0)."""
     for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
         if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
             built = " ".join(cst.Module([]).code_for_node(constructor).split())
             if len(built) > 50:
                 built = short_name(name) + "(...)"
-            return f"`self.{call.func.attr.value}`, built as `{built}`"
+            return Draw(f"self.{call.func.attr.value}", "module", built)
     return None
 
 
@@ -208,8 +228,9 @@ NORM_WITH_RUNNING_STATS = frozenset({
 
 
 def running_stats_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
-                       owner: ClassInfo | None) -> str | None:
-    """`self.bn(x)` where `self.bn` is a torch BatchNorm that tracks running statistics."""
+                       owner: ClassInfo | None) -> tuple[str, str] | None:
+    """`self.bn(x)` where `self.bn` is a torch BatchNorm that tracks running statistics:
+    (the attribute, `bn`, and the qualified class it is built as)."""
     for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
         if short_name(name) in NORM_WITH_RUNNING_STATS and name.startswith("torch."):
             if is_false(keyword(constructor, "track_running_stats", 4)):
@@ -217,20 +238,20 @@ def running_stats_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
             momentum = keyword(constructor, "momentum", 2)
             if literal_number(momentum) == 0.0:
                 continue
-            return f"`self.{call.func.attr.value}` (`{short_name(name)}`)"
+            return call.func.attr.value, name
     return None
 
 
-def foreign_random_call(call: cst.Call, scope: Scope) -> str | None:
+def foreign_random_call(call: cst.Call, scope: Scope) -> Draw | None:
     """Python `random`, NumPy random, or an unseeded RNG factory: never restored."""
-    for name in qualnames(call.func, scope):
+    for name in sorted(qualnames(call.func, scope)):
         if name.startswith("random.") and short_name(name) in PY_RANDOM_DRAWS and name.count(".") == 1:
-            return f"Python's `{name}`"
+            return Draw(name, "python")
         if name.startswith("numpy.random.") and short_name(name) in NUMPY_RANDOM_DRAWS \
                 and name.count(".") == 2:
-            return f"NumPy's global generator (`{name}`)"
+            return Draw(name, "numpy")
         if name in RNG_FACTORIES and not call.args:
-            return f"an unseeded {RNG_FACTORIES[name]}"
+            return Draw(name, "factory")
     return None
 
 
@@ -239,13 +260,13 @@ def is_print(call: cst.Call, scope: Scope) -> bool:
 
 
 def log_call(call: cst.Call, scope: Scope) -> str | None:
-    """`logger.warning(...)`, `logging.info(...)`, `warnings.warn(...)`: the text to report."""
+    """`logger.warning(...)`, `logging.info(...)`: the call as written (`logger.warning`)."""
     func = call.func
     names = qualnames(func, scope)
     # `warnings.warn` is left out: the default filter shows a warning once per location, so
     # the replay's second call is invisible.
     if any(n.startswith("logging.") and short_name(n) in LOG_METHODS for n in names):
-        return f"`{cst.Module([]).code_for_node(func)}`"
+        return cst.Module([]).code_for_node(func)
     if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS:
         return None
     receiver = func.value
@@ -257,16 +278,14 @@ def log_call(call: cst.Call, scope: Scope) -> str | None:
                 last = factory.attr.value if isinstance(factory, cst.Attribute) else (
                     factory.value if isinstance(factory, cst.Name) else "")
                 if last in LOGGER_FACTORIES:
-                    return f"`{receiver.value}.{func.attr.value}`"
+                    return f"{receiver.value}.{func.attr.value}"
     return None
 
 
 def external_read(expr: cst.BaseExpression, scope: Scope) -> str | None:
-    """`time.time`, `os.environ`, ...: what outside state `expr` (a name or call func) reads."""
-    for name in qualnames(expr, scope):
-        if name in EXTERNAL_READS:
-            return f"`{name}` ({EXTERNAL_READS[name]})"
-    return None
+    """`time.time`, `os.environ`, ...: the outside state `expr` (a name or call func) reads."""
+    found = sorted(name for name in qualnames(expr, scope) if name in EXTERNAL_READS)
+    return found[0] if found else None
 
 
 def device_text(expr: cst.BaseExpression) -> str:

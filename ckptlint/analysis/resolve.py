@@ -95,7 +95,7 @@ class ExternalValue:
 
 @dataclass(frozen=True, eq=False)
 class Unknown:
-    reason: str
+    reason: str  # a clause that reads as a sentence: "`fn` is a parameter" (CKP901's `reason`)
 
 
 Value = Union[FunctionValue, InstanceValue, ClassValue, ContainerValue, ModuleValue,
@@ -133,7 +133,7 @@ class Resolver:
                depth: int = 0) -> list[Value]:
         """Everything `expr` may evaluate to (several for try/except imports and branches)."""
         if depth > MAX_DEPTH:
-            return [Unknown("resolution too deep")]
+            return [Unknown("it is reached through too many names to follow")]
         if isinstance(expr, cst.Lambda):
             return [FunctionValue(module, expr, module.scopes.scope_of[id(expr)])]
         if isinstance(expr, cst.Name):
@@ -265,7 +265,7 @@ class Resolver:
     def member_values(self, value: Value, attr: str, depth: int) -> list[Value]:
         if isinstance(value, ExternalValue):
             if value.instance:
-                return [Unknown(f"attribute `{attr}` of a `{value.qualname}` object")]
+                return [Unknown(f"it is the attribute `{attr}` of a `{value.qualname}` object")]
             return [ExternalValue(f"{value.qualname}.{attr}")]
         if isinstance(value, ModuleValue):
             return self.module_member(value, attr, depth)
@@ -275,10 +275,13 @@ class Resolver:
             return self.instance_attribute(value.cls, attr, depth)
         if isinstance(value, ClassValue):
             method = self.find_method(value.cls, attr)
-            return [method] if method else [Unknown(f"`{value.cls.qualname}.{attr}` not found")]
+            if method is None:
+                return [Unknown(f"`{value.cls.qualname}.{attr}` is not defined")]
+            return [method]
         if isinstance(value, Unknown):
             return [value]
-        return [Unknown(f"attribute `{attr}` of an unsupported value")]
+        return [Unknown(f"it is the attribute `{attr}` of a value the linter cannot "
+                        "follow")]
 
     def self_class(self, expr: cst.BaseExpression, module: SourceModule,
                    scope: Scope) -> ClassInfo | None:
@@ -387,7 +390,7 @@ class Resolver:
             elif isinstance(callee, Unknown):
                 results.append(callee)
             else:
-                results.append(Unknown(f"the result of `{module.code(call.func)}(...)`"))
+                results.append(Unknown(f"it is the result of `{module.code(call.func)}(...)`"))
         return results
 
     def external_call(self, qualname: str, call: cst.Call, module: SourceModule, scope: Scope,
@@ -429,7 +432,8 @@ class Resolver:
             elif isinstance(value, Unknown):
                 results.append(value)
             else:
-                results.append(Unknown("an element of something that is not a known container"))
+                results.append(Unknown("it is an element of something that is not a known "
+                                       "container"))
         return results
 
     @staticmethod

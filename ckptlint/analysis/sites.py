@@ -68,6 +68,9 @@ class Site:
     # (torch default applies), "api" (the API has one mode), "unknown".
     mode_source: str = "unknown"
     preserve_rng_state: bool | None = True
+    # The transformers name a site without a table API stands for (its layer base class,
+    # `gradient_checkpointing_enable`, the training arguments class).
+    library_api: str = ""
     # Filled by `resolve_targets`.
     targets: list[FunctionValue] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
@@ -86,6 +89,11 @@ class Site:
             row = target.module.start(first).row
             refs.append(TargetRef(target.module.display, row, target.qualname))
         return tuple(refs)
+
+    @property
+    def api_name(self) -> str:
+        """The qualified name of the checkpointing API this site uses."""
+        return self.api.qualname if self.api is not None else self.library_api
 
     @property
     def is_segment(self) -> bool:
@@ -141,23 +149,26 @@ class SiteFinder(Visitor):
     # -- sites -------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         outer = self.stack[-2] if len(self.stack) > 1 else self.stack[-1]
-        if self.derives_from_layer_base(node, outer, 0):
+        base = self.layer_base(node, outer, 0)
+        if base is not None:
             class_scope = self.scopes.scope_of[id(node)]
-            self.sites.append(Site(self.module, node, HF_LAYER, class_scope))
+            self.sites.append(Site(self.module, node, HF_LAYER, class_scope, library_api=base))
 
-    def derives_from_layer_base(self, node: cst.ClassDef, scope: Scope, depth: int) -> bool:
+    def layer_base(self, node: cst.ClassDef, scope: Scope, depth: int) -> str | None:
+        """The layer base class (qualified name) `node` derives from, if any."""
         if depth > MAX_ALIAS_DEPTH:
-            return False
+            return None
         for base in node.bases:
-            for qualname in self.local_qualnames(base.value, scope, 0):
+            for qualname in sorted(self.local_qualnames(base.value, scope, 0)):
                 if qualname in self.layer_bases:
-                    return True
+                    return qualname
             if isinstance(base.value, cst.Name):
                 for binding in scope.lookup(base.value.value):
-                    if binding.kind == "class" and self.derives_from_layer_base(
-                            binding.node, binding.scope, depth + 1):
-                        return True
-        return False
+                    if binding.kind == "class":
+                        found = self.layer_base(binding.node, binding.scope, depth + 1)
+                        if found is not None:
+                            return found
+        return None
 
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.scope
@@ -167,15 +178,19 @@ class SiteFinder(Visitor):
             if attr == apis.HF_CHECKPOINT_METHOD:
                 self.sites.append(Site(self.module, node, HF_FUNC, scope,
                                        arguments=self.arguments(node, scope, ()),
-                                       preserve_rng_state=True))
+                                       preserve_rng_state=True,
+                                       library_api=apis.HF_CHECKPOINT_API))
                 return
             if attr == apis.HF_ENABLE_METHOD and self.imports_transformers:
                 self.sites.append(Site(self.module, node, HF_ENABLE, scope,
-                                       arguments=self.arguments(node, scope, ())))
+                                       arguments=self.arguments(node, scope, ()),
+                                       library_api=apis.HF_ENABLE_API))
                 return
-        if self.local_qualnames(func, scope, 0) & set(apis.HF_TRAINING_ARGUMENTS):
+        arguments_classes = self.local_qualnames(func, scope, 0) & set(apis.HF_TRAINING_ARGUMENTS)
+        if arguments_classes:
             self.sites.append(Site(self.module, node, HF_ARGS, scope,
-                                   arguments=self.arguments(node, scope, ())))
+                                   arguments=self.arguments(node, scope, ()),
+                                   library_api=min(arguments_classes)))
             return
         refs = self.api_refs(func, scope, 0)
         if not refs:

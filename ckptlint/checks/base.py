@@ -1,15 +1,22 @@
-"""What every rule has: its code (the catalogue gives name and severity) and finding helpers."""
+"""What every rule has: its code (the catalogue gives name and severity), its wording and
+finding helpers.
+
+A rule words its findings with class attributes: `message`, a template over the finding's
+data, and `phrases`, the wording of a data field's values (see `ckptlint.messages`). It
+creates findings with `data` only; `finding` renders the message from them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, Mapping
 
 import libcst as cst
 
 from ckptlint.registry import rule_info
 from ckptlint.config import Config
 from ckptlint.findings import Finding, Fix
+from ckptlint.messages import Phrases, render
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import Resolver
 from ckptlint.analysis.sites import Site
@@ -27,6 +34,8 @@ class RuleContext:
 
 class Rule:
     code: ClassVar[str]
+    message: ClassVar[str]
+    phrases: ClassVar[Phrases] = {}
 
     def __init__(self, context: RuleContext) -> None:
         self.context = context
@@ -35,14 +44,16 @@ class Rule:
     def name(self) -> str:
         return rule_info(self.code).name
 
-    def finding(self, module: SourceModule, node: cst.CSTNode, message: str, *,
+    def finding(self, module: SourceModule, node: cst.CSTNode, data: Mapping[str, Any], *,
                 site: Site | None = None, chain: tuple[str, ...] = (),
                 fix: Fix | None = None) -> Finding:
         start, end = module.span(node)
         return Finding(
-            code=self.code, message=message, filename=module.display, start=start, end=end,
+            code=self.code, message=render(self.message, data, self.phrases),
+            filename=module.display, start=start, end=end,
             site=site.ref if site is not None else None, chain=chain, fix=fix,
             target=site.target_refs[0] if site is not None and site.targets else None,
+            data=dict(data),
         )
 
 
@@ -52,5 +63,7 @@ class SiteRule(Rule):
     def check_site(self, site: Site) -> Iterable[Finding]:
         raise NotImplementedError
 
-    def site_finding(self, site: Site, message: str, fix: Fix | None = None) -> Finding:
-        return self.finding(site.module, site.node, message, site=site, fix=fix)
+    def site_finding(self, site: Site, data: Mapping[str, Any], fix: Fix | None = None) -> Finding:
+        """A finding at the site; `data` gains the contract's `api` and `mode`."""
+        return self.finding(site.module, site.node, {"api": site.api_name, "mode": site.mode,
+                                                     **data}, site=site, fix=fix)

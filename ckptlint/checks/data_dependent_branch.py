@@ -5,13 +5,27 @@ from __future__ import annotations
 from typing import Iterator
 
 from ckptlint.findings import Finding
-from ckptlint.checks.segment_base import SegmentRule, snippet
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import source_text
 from ckptlint.analysis.segment import Segment
 from ckptlint.analysis.tensors import STRONG
+
+# The syntax that branches, by the libcst node holding the condition.
+BRANCHES = {"If": "if", "While": "while", "IfExp": "conditional", "Assert": "assert",
+            "BooleanOperation": "boolean", "CompIf": "comprehension"}
 
 
 class DataDependentBranch(SegmentRule):
     code = "CKP203"
+    message = ("{branch:phrase} on tensor values (`{expression:short}`): the replay takes the "
+               "same path only if these values come out bit-identical (nondeterministic "
+               "kernels, unrestored randomness or changed state flip it); `ckptlint dynamic` "
+               "can confirm or clear this")
+    phrases = {"branch": {
+        "if": "`if`", "while": "`while`", "conditional": "conditional expression",
+        "assert": "`assert`", "boolean": "`and`/`or`", "comprehension": "comprehension filter",
+        "other": "branch",
+    }}
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
@@ -24,13 +38,6 @@ class DataDependentBranch(SegmentRule):
                 if row in seen:
                     continue
                 seen.add(row)
-                kind = type(condition.owner).__name__
-                what = {"If": "`if`", "While": "`while`", "IfExp": "conditional expression",
-                        "Assert": "`assert`", "BooleanOperation": "`and`/`or`",
-                        "CompIf": "comprehension filter"}.get(kind, "branch")
-                yield self.at(segment, reached, condition.test,
-                              f"{what} on tensor values (`{snippet(reached.module, condition.test)}`)"
-                              f": the replay takes the same path only if these values come out "
-                              f"bit-identical (nondeterministic kernels, unrestored randomness "
-                              f"or changed state flip it); `ckptlint dynamic` can confirm or "
-                              f"clear this")
+                yield self.at(segment, reached, condition.test, {
+                    "expression": source_text(reached.module, condition.test),
+                    "branch": BRANCHES.get(type(condition.owner).__name__, "other")})

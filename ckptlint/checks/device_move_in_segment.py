@@ -8,7 +8,9 @@ import libcst as cst
 
 from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import keyword, random_call, random_module_call
-from ckptlint.checks.segment_base import SegmentRule, snippet
+from ckptlint.checks.phrases import TORCH_DRAW_PHRASES
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import source_text
 from ckptlint.analysis.scopes import Scope
 from ckptlint.analysis.segment import Segment, import_qualnames
 
@@ -17,38 +19,45 @@ SAFE_DEVICE_STRINGS = ("cpu", "meta")
 
 class DeviceMoveInSegment(SegmentRule):
     code = "CKP301"
+    message = ("checkpointed code moves tensors to `{device:short}`: checkpoint saved the RNG "
+               "state of the CPU and of the inputs' device only, so randomness on another "
+               "device is not restored for the replay; {draws_random:phrase}")
+    phrases = {
+        "draws_random": {
+            True: "this segment draws random numbers ({draw:phrase} at {rng_at:at}), so its "
+                  "replay on that device draws different ones",
+            False: "it draws no random numbers today, so the replay only repeats the transfer, "
+                   "until someone adds dropout after the move",
+        },
+        "draw": TORCH_DRAW_PHRASES,
+    }
 
     def check(self, segment: Segment) -> Iterator[Finding]:
-        random_text = None
+        randomness = None
         for reached, facts in self.functions(segment):
             self.callee = reached.depth > 0
             for call in facts.calls:
                 target = self.move_target(call.node, call.scope)
                 if target is None:
                     continue
-                if random_text is None:
-                    random_text = self.randomness(segment)
-                what = snippet(reached.module, target) if isinstance(target, cst.CSTNode) else target
-                message = (f"checkpointed code moves tensors to `{what}`: checkpoint saved the "
-                           f"RNG state of the CPU and of the inputs' device only, so randomness "
-                           f"on another device is not restored for the replay")
-                if random_text:
-                    message += (f"; this segment draws random numbers ({random_text}), so its "
-                                f"replay on that device draws different ones")
-                else:
-                    message += ("; it draws no random numbers today, so the replay only repeats "
-                                "the transfer, until someone adds dropout after the move")
-                yield self.at(segment, reached, call.node, message)
+                if randomness is None:
+                    randomness = self.randomness(segment)
+                device = (source_text(reached.module, target) if isinstance(target, cst.CSTNode)
+                          else target)
+                yield self.at(segment, reached, call.node, {"device": device, **randomness})
 
-    def randomness(self, segment: Segment) -> str:
+    def randomness(self, segment: Segment) -> dict:
+        """The first random draw of the segment as data (`draws_random`, and what and where)."""
         resolver = self.context.resolver
         for reached, facts in self.functions(segment):
             for call in facts.calls:
                 found = random_call(call.node, call.scope) or random_module_call(
                     resolver, call.node, reached.module, call.scope, reached.function.owner)
                 if found:
-                    return f"{found} at {reached.module.display}:{reached.module.start(call.node).row}"
-        return ""
+                    return {"draws_random": True, **found.data(),
+                            "rng_at": {"filename": reached.module.display,
+                                       "row": reached.module.start(call.node).row}}
+        return {"draws_random": False}
 
     def move_target(self, call: cst.Call, scope: Scope):
         """The device expression a call moves to, when it is a non-CPU device not of an input."""

@@ -7,13 +7,23 @@ from typing import Iterator
 import libcst as cst
 
 from ckptlint.findings import Finding
-from ckptlint.analysis.hazards import external_read
+from ckptlint.analysis.hazards import EXTERNAL_READS, external_read
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.analysis.segment import Segment
 
 
 class ExternalStateRead(SegmentRule):
     code = "CKP202"
+    message = ("checkpointed code reads `{source}` ({kind:phrase}); the replay in backward "
+               "reads it again and may get another value, so the recomputation can differ from "
+               "the forward")
+    phrases = {"kind": {
+        "wall-clock": "the wall clock", "clock": "a clock", "process-clock": "the process clock",
+        "thread-clock": "the thread clock", "environment": "the environment",
+        "process-id": "the process id", "working-directory": "the working directory",
+        "entropy": "the OS entropy pool", "thread": "thread state", "process": "process state",
+        "host-name": "the host name", "clock-and-host": "the clock and host",
+    }}
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
@@ -22,14 +32,12 @@ class ExternalStateRead(SegmentRule):
             candidates += [(load.node, load.node, load.scope) for load in facts.loads
                            if isinstance(load.node, cst.Attribute)]
             for expr, node, scope in candidates:
-                what = external_read(expr, scope)
-                if what is None:
+                source = external_read(expr, scope)
+                if source is None:
                     continue
                 row = reached.module.start(node).row
                 if row in seen:
                     continue
                 seen.add(row)
                 yield self.at(segment, reached, node,
-                              f"checkpointed code reads {what}; the replay in backward reads it "
-                              f"again and may get another value, so the recomputation can "
-                              f"differ from the forward")
+                              {"source": source, "kind": EXTERNAL_READS[source]})

@@ -7,14 +7,32 @@ from typing import Iterator
 import libcst as cst
 
 from ckptlint.findings import Finding
-from ckptlint.analysis.hazards import foreign_random_call, keyword
-from ckptlint.checks.segment_base import SegmentRule, snippet
+from ckptlint.analysis.hazards import Draw, foreign_random_call, keyword
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import source_text
 from ckptlint.analysis.scopes import Scope
 from ckptlint.analysis.segment import FunctionFacts, Segment, import_qualnames
 
 
 class ForeignRng(SegmentRule):
     code = "CKP303"
+    message = ("checkpointed code draws from {draw:phrase}; checkpoint saves and restores only "
+               "torch's default generators, so the replay draws different numbers")
+    phrases = {
+        "draw": {
+            "python": "Python's `{rng}`",
+            "numpy": "NumPy's global generator (`{rng}`)",
+            "factory": "an unseeded {rng:phrase}",
+            "generator": "the generator `{rng:short}`, a `torch.Generator`",
+        },
+        # Generators made in place (`draw` "factory").
+        "rng": {
+            "random.Random": "Python `random.Random`",
+            "numpy.random.default_rng": "NumPy `default_rng`",
+            "numpy.random.RandomState": "NumPy `RandomState`",
+            "numpy.random.Generator": "NumPy `Generator`",
+        },
+    }
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
@@ -24,14 +42,10 @@ class ForeignRng(SegmentRule):
                     generator = keyword(call.node, "generator")
                     if generator is not None and not is_none(generator) and not self.seeded_here(
                             generator, call.scope, facts):
-                        found = (f"the generator `{snippet(reached.module, generator)}`, "
-                                 f"a `torch.Generator`")
+                        found = Draw(source_text(reached.module, generator), "generator")
                 if found is None:
                     continue
-                yield self.at(segment, reached, call.node,
-                              f"checkpointed code draws from {found}; checkpoint saves and "
-                              f"restores only torch's default generators, so the replay draws "
-                              f"different numbers")
+                yield self.at(segment, reached, call.node, found.data())
 
     def seeded_here(self, expr: cst.BaseExpression, scope: Scope, facts: FunctionFacts) -> bool:
         """A generator created in this function and seeded here: the replay reseeds it. Also

@@ -9,7 +9,8 @@ from ckptlint.config import parse_version
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_dict_entry, add_keyword
 from ckptlint.checks.base import SiteRule
-from ckptlint.analysis.sites import HF_ARGS, HF_ENABLE, Site, bool_value, string_value
+from ckptlint.analysis.sites import (HF_ARGS, HF_ENABLE, REENTRANT, Site, bool_value,
+                                     string_value)
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
 
@@ -29,11 +30,18 @@ class HfImplicitReentrant(SiteRule):
     """transformers gradient checkpointing without `use_reentrant`, before transformers 5.0."""
 
     code = "CKP104"
+    message = ("{enabled_by:phrase} without `use_reentrant`: transformers {version} checkpoints "
+               "in reentrant mode (no gradients with frozen embeddings or adapters); pass "
+               "`gradient_checkpointing_kwargs={{\"use_reentrant\": False}}`")
+    # Enabled by the model method or by the training arguments' keyword.
+    phrases = {"enabled_by": {"gradient_checkpointing_enable": "`gradient_checkpointing_enable()`",
+                              "gradient_checkpointing": "`gradient_checkpointing=True`"}}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         if site.kind not in (HF_ENABLE, HF_ARGS) or site.arguments is None:
             return
-        version = self.context.config.transformers_version or installed_transformers()
+        configured = self.context.config.transformers_version
+        version = configured or installed_transformers()
         parsed = parse_version(version) if version else None
         if parsed is None or parsed >= (5,):
             return
@@ -59,9 +67,8 @@ class HfImplicitReentrant(SiteRule):
             fix = add_dict_entry(site.module, passed.value, '"use_reentrant": False', FIX_MESSAGE)
         else:
             return  # a dict built elsewhere: it may carry the key
-        what = ("`gradient_checkpointing_enable()`" if site.kind == HF_ENABLE
-                else "`gradient_checkpointing=True`")
-        yield self.site_finding(
-            site, f"{what} without `use_reentrant`: transformers {version} checkpoints in "
-                  "reentrant mode (no gradients with frozen embeddings or adapters); pass "
-                  "`gradient_checkpointing_kwargs={\"use_reentrant\": False}`", fix=fix)
+        yield self.site_finding(site, {
+            "mode": REENTRANT, "versions": f"=={version}", "version": version,
+            "version_source": "config" if configured else "installed",
+            "enabled_by": ("gradient_checkpointing_enable" if site.kind == HF_ENABLE
+                           else "gradient_checkpointing")}, fix=fix)

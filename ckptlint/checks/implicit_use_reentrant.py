@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ckptlint.analysis import apis
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_keyword
 from ckptlint.checks.base import SiteRule
@@ -15,16 +14,14 @@ class ImplicitUseReentrant(SiteRule):
     """`checkpoint`/`checkpoint_sequential` without `use_reentrant`: torch warns, runs reentrant."""
 
     code = "CKP102"
+    message = ("`{api:last}` called without `use_reentrant`: torch warns and runs it in "
+               "reentrant mode; pass `use_reentrant=False` (or `True` to keep the current "
+               "behaviour)")
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         if site.mode != REENTRANT or site.mode_source != "implicit":
             return
-        name = "checkpoint_sequential" if site.kind == apis.SEQUENTIAL else "checkpoint"
-        yield self.site_finding(
-            site,
-            f"`{name}` called without `use_reentrant`: torch warns and runs it in reentrant "
-            "mode; pass `use_reentrant=False` (or `True` to keep the current behaviour)",
-            fix=self.fix(site))
+        yield self.site_finding(site, {}, fix=self.fix(site))
 
     def fix(self, site: Site) -> Fix | None:
         """Add the keyword to the innermost `partial(checkpoint, ...)` if any, else the call."""

@@ -12,6 +12,13 @@ class ReentrantCheckpoint(SiteRule):
     """Checkpoint explicitly or inherently in reentrant mode."""
 
     code = "CKP101"
+    message = ("{decided_by:phrase}, which drops gradients when no input requires grad and "
+               "rejects keyword arguments; prefer non-reentrant checkpointing")
+    phrases = {"decided_by": {
+        "api": "`{api}` always checkpoints in reentrant mode",
+        "checkpoint_impl": "`CheckpointImpl.REENTRANT` checkpoints in reentrant mode",
+        "use_reentrant": "`use_reentrant=True` checkpoints in reentrant mode",
+    }}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         if site.mode != REENTRANT or site.mode_source not in ("explicit", "api"):
@@ -19,11 +26,9 @@ class ReentrantCheckpoint(SiteRule):
         api = site.api
         assert api is not None
         if site.mode_source == "api":
-            reason = f"`{api.qualname}` always checkpoints in reentrant mode"
+            decided_by = "api"
         elif api.kind in (apis.WRAPPER, apis.APPLY):
-            reason = "`CheckpointImpl.REENTRANT` checkpoints in reentrant mode"
+            decided_by = "checkpoint_impl"
         else:
-            reason = "`use_reentrant=True` checkpoints in reentrant mode"
-        yield self.site_finding(
-            site, f"{reason}, which drops gradients when no input requires grad and rejects "
-                  "keyword arguments; prefer non-reentrant checkpointing")
+            decided_by = "use_reentrant"
+        yield self.site_finding(site, {"decided_by": decided_by})

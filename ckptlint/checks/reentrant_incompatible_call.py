@@ -17,26 +17,30 @@ class ReentrantIncompatibleCall(SiteRule):
     """A reentrant checkpoint call that raises or silently loses gradients."""
 
     code = "CKP103"
+    message = "in reentrant mode {problems:each}; use `use_reentrant=False`"
+    phrases = {"problems": {
+        "keywords": "keyword arguments for the function ({keywords:ticks}) raise `ValueError`",
+        "option": "`{option}` raises `ValueError`",
+        "containers": "tensors inside a list or dict argument are not tracked and get no "
+                      "gradient",
+    }}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         if site.mode != REENTRANT or site.kind != apis.FUNCTION or site.arguments is None:
             return
         arguments = site.arguments
-        problems = []
+        problems: list[dict] = []
         passed_on = sorted(k for k in arguments.keywords if k not in apis.CHECKPOINT_KEYWORDS)
         if passed_on:
-            names = ", ".join(f"`{k}`" for k in passed_on)
-            problems.append(f"keyword arguments for the function ({names}) raise `ValueError`")
+            problems.append({"kind": "keywords", "keywords": passed_on})
         for option in ("context_fn", "debug"):
             if option in arguments.keywords:
-                problems.append(f"`{option}` raises `ValueError`")
+                problems.append({"kind": "option", "option": option})
         target_index = site.api.target_index if site.api else 0
         if any(self.holds_values(arg.value) for arg in arguments.positional[target_index + 1:]):
-            problems.append("tensors inside a list or dict argument are not tracked and get "
-                            "no gradient")
+            problems.append({"kind": "containers"})
         if problems:
-            yield self.site_finding(
-                site, "in reentrant mode " + "; ".join(problems) + "; use `use_reentrant=False`")
+            yield self.site_finding(site, {"problems": problems})
 
     @staticmethod
     def holds_values(expr: cst.BaseExpression) -> bool:

@@ -7,25 +7,19 @@ inference are shared by all segment rules through the per-run cache.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import libcst as cst
 
-from ckptlint.analysis.bindings import BindingModel, Change, describe_changes
+from ckptlint.analysis.bindings import BindingModel, Change
 from ckptlint.findings import Finding
 from ckptlint.analysis.resolve import ClassInfo
 from ckptlint.checks.base import Rule
+from ckptlint.checks.state_facts import StateRead, qualified, source_text
 from ckptlint.analysis.scopes import Scope
 from ckptlint.analysis.segment import (FunctionFacts, Reached, Segment, SegmentBuilder, import_qualnames,
                               is_framework, iter_segment, top_package)
 from ckptlint.analysis.tensors import TensorInference
-
-MAX_SNIPPET = 60
-
-
-def snippet(module, node: cst.CSTNode) -> str:
-    text = " ".join(module.code(node).split())
-    return text if len(text) <= MAX_SNIPPET else text[: MAX_SNIPPET - 3] + "..."
 
 
 class SegmentRule(Rule):
@@ -90,12 +84,10 @@ class SegmentRule(Rule):
     def functions(self, segment: Segment) -> Iterator[tuple[Reached, FunctionFacts]]:
         return iter_segment(segment)
 
-    def at(self, segment: Segment, reached: Reached, node: cst.CSTNode, message: str) -> Finding:
-        return self.finding(reached.module, node, message, site=segment.site,
+    def at(self, segment: Segment, reached: Reached, node: cst.CSTNode,
+           data: Mapping[str, Any]) -> Finding:
+        return self.finding(reached.module, node, data, site=segment.site,
                             chain=reached.chain)
-
-    def site_text(self, segment: Segment) -> str:
-        return segment.site.ref.describe()
 
     # -- classes and state -------------------------------------------------------------
     def self_class(self, reached: Reached, expr: cst.BaseExpression,
@@ -107,34 +99,33 @@ class SegmentRule(Rule):
 
     def changed_state_reads(self, reached: Reached, facts: FunctionFacts, *,
                             in_condition: bool) -> Iterator[tuple]:
-        """(load, what is read, where it changes) for reads of mutable state, once per row and
-        name: those in branch conditions (CKP204) or the others (CKP201)."""
+        """(load, the state read) for reads of mutable state, once per row and state: those
+        in branch conditions (CKP204) or the others (CKP201)."""
         seen: set[tuple[int, str]] = set()
         for load in facts.loads:
             if bool(load.in_condition) != in_condition:
                 continue
-            state = self.state_changes(reached, load.node, load.scope, load.attr)
-            if state is None:
+            read = self.state_changes(reached, load.node, load.scope, load.attr)
+            if read is None:
                 continue
-            name, changes = state
             row = reached.module.start(load.node).row
-            if (row, name) not in seen:
-                seen.add((row, name))
-                yield load, name, changes
+            if (row, read.state) not in seen:
+                seen.add((row, read.state))
+                yield load, read
 
     def state_changes(self, reached: Reached, node: cst.CSTNode, scope: Scope,
-                      attr: str | None = None) -> tuple[str, list[Change]] | None:
-        """(`what is read`, where it changes) when `node` reads mutable state, else None.
+                      attr: str | None = None) -> StateRead | None:
+        """The state `node` reads and where it changes, when that state is mutable.
 
         `attr`: the name is read as `name.attr`; changes of other attributes do not count.
         """
         if isinstance(node, cst.Name):
-            state = self.global_state(reached, node, scope)
-            if state is None or attr is None:
-                return state
-            name, changes = state
-            changes = [c for c in changes if c.part is None or c.part == attr]
-            return (f"{name}.{attr}", changes) if changes else None
+            read = self.global_state(reached, node, scope)
+            if read is None or attr is None:
+                return read
+            changes = [c for c in read.changes if c.part is None or c.part == attr]
+            return (StateRead(f"{read.state}.{attr}", read.owner, read.attribute, changes)
+                    if changes else None)
         if isinstance(node, cst.Attribute):
             attr = node.attr.value
             cls = self.self_class(reached, node.value, scope)
@@ -146,7 +137,8 @@ class SegmentRule(Rule):
                 changes = self.bindings.class_changes(cls).get(attr)
                 if changes and not self.written_first(reached, node, attr):
                     self.touch(change.module for change in changes)
-                    return f"self.{attr}", changes
+                    return StateRead(f"self.{attr}", qualified(cls.module, cls.qualname), attr,
+                                     changes)
                 return None
             owner = self.class_of_name(node.value, scope, reached.module)
             if owner is not None:
@@ -155,7 +147,8 @@ class SegmentRule(Rule):
                 changes = self.bindings.class_changes(owner).get(attr)
                 if changes:
                     self.touch(change.module for change in changes)
-                    return f"{owner.node.name.value}.{attr}", changes
+                    return StateRead(f"{owner.node.name.value}.{attr}",
+                                     qualified(owner.module, owner.qualname), attr, changes)
                 return None
             if is_framework(top_package(reached.module)):
                 return None  # a framework's own settings, read by its own code
@@ -166,7 +159,8 @@ class SegmentRule(Rule):
                 changes = self.bindings.global_changes(module, attr)
                 if changes:
                     self.touch(change.module for change in changes)
-                    return f"{snippet(reached.module, node.value)}.{attr}", changes
+                    return StateRead(f"{source_text(reached.module, node.value)}.{attr}",
+                                     qualified(module), attr, changes)
         return None
 
     @staticmethod
@@ -227,8 +221,7 @@ class SegmentRule(Rule):
             return False
         return not any(b.kind in ("def", "class", "import") for b in bindings)
 
-    def global_state(self, reached: Reached, node: cst.Name,
-                     scope: Scope) -> tuple[str, list[Change]] | None:
+    def global_state(self, reached: Reached, node: cst.Name, scope: Scope) -> StateRead | None:
         name = node.value
         bindings = scope.lookup(name)
         if not bindings or bindings[0].scope.kind != "module":
@@ -238,6 +231,7 @@ class SegmentRule(Rule):
             return None
         imports = [b for b in bindings if b.kind == "import"]
         changes: list[Change] = []
+        owner, attribute = qualified(module), name
         if imports:
             for binding in imports:
                 qualname = binding.qualname or ""
@@ -253,7 +247,10 @@ class SegmentRule(Rule):
                 parent = project.module_at(parent_path)
                 if parent is None or not self.is_assigned_global(parent, attr):
                     continue
-                changes += self.bindings.global_changes(parent, attr, rebinding_counts=False)
+                found = self.bindings.global_changes(parent, attr, rebinding_counts=False)
+                if found and not changes:
+                    owner, attribute = qualified(parent), attr
+                changes += found
             changes += self.bindings.module_writes(module).own.get(name, [])
         elif is_framework(top_package(module)):
             # Linting a framework itself (torch): only its own module rebinds its globals.
@@ -263,8 +260,4 @@ class SegmentRule(Rule):
         if not changes:
             return None
         self.touch(change.module for change in changes)
-        return name, changes
-
-
-def changed_text(changes: list[Change]) -> str:
-    return describe_changes(changes)
+        return StateRead(name, owner, attribute, changes)

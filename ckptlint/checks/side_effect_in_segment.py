@@ -6,20 +6,49 @@ from typing import Iterator
 
 import libcst as cst
 
-from ckptlint.analysis.bindings import root_name
+from ckptlint.analysis.bindings import first_attribute, root_name
 from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import is_print, log_call, running_stats_call
-from ckptlint.checks.segment_base import SegmentRule, snippet
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import qualified, segment_change, source_text
 from ckptlint.analysis.scopes import Scope
 from ckptlint.analysis.segment import (Reached, Segment, Write, compact, import_qualnames, is_framework,
                               memo_containers)
 from ckptlint.analysis.sites import NON_REENTRANT
 
-AGAIN = "the replay in backward runs it again"
+# A write's change in the binding model's words (`changes[].how`).
+CHANGE_HOW = {"assign": "rebound", "augassign": "changed by augmented assignment",
+              "item": "mutated in place", "del": "deleted", "method": "mutated in place"}
 
 
 class SideEffectInSegment(SegmentRule):
     code = "CKP401"
+    message = "{effect:phrase}{grad_guarded:phrase}"
+    phrases = {
+        "effect": {
+            "write": "checkpointed code {write:phrase} {target:phrase}; the replay in backward "
+                     "runs it again, so it happens twice per step",
+            "running-stats": "checkpointed code runs `{state}` (`{module_class:last}`), which "
+                             "updates its running statistics in training mode; the replay in "
+                             "backward runs it again, so the momentum update is applied twice "
+                             "per step",
+            "output": "checkpointed code calls `{state}`; the replay in backward runs it again, "
+                      "so the message is emitted twice",
+        },
+        "write": {"assign": "assigns", "augassign": "updates", "del": "deletes",
+                  "item": "sets an item of", "method": "mutates (`.{method}()`)"},
+        "target": {
+            "attribute": "`{state:short}`",
+            "global": "the module global `{state}`",
+            "nonlocal": "`{state}` of the enclosing function `{enclosing}`",
+            "module-state": "the module state `{state:short}`",
+        },
+        "grad_guarded": {
+            True: " (the `torch.is_grad_enabled()` guard only skips the forward of a reentrant "
+                  "checkpoint; this one is non-reentrant)",
+            False: "",
+        },
+    }
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         self._segment_nodes = {id(reached.node) for reached in segment.functions}
@@ -34,16 +63,19 @@ class SideEffectInSegment(SegmentRule):
                 if (write.how == "item" or write.method in ("add", "setdefault", "append")) \
                         and compact(write.target) in self.memo(reached):
                     continue  # memoization / run-once: the replay finds the entry, adds nothing
-                what = self.outer_state(reached, write)
-                if what is None:
+                state = self.outer_state(reached, write)
+                if state is None:
                     continue
                 row = reached.module.start(write.node).row
                 if row in seen:
                     continue
                 seen.add(row)
-                yield self.at(segment, reached, write.node,
-                              f"checkpointed code {self.verb(write)} {what}; {AGAIN}, so it "
-                              f"happens twice per step{self.guard_note(write.grad_guarded)}")
+                data = {"effect": "write", **state, "write": write.how,
+                        "changes": [segment_change(reached, write.node, CHANGE_HOW[write.how])],
+                        "grad_guarded": write.grad_guarded}
+                if write.how == "method":
+                    data["method"] = write.method
+                yield self.at(segment, reached, write.node, data)
             for call in facts.calls:
                 if call.once_guarded or (call.grad_guarded and segment.mode != NON_REENTRANT):
                     continue
@@ -53,26 +85,30 @@ class SideEffectInSegment(SegmentRule):
                     row = reached.module.start(call.node).row
                     if row not in seen:
                         seen.add(row)
-                        yield self.at(segment, reached, call.node,
-                                      f"checkpointed code runs {norm}, which updates its running "
-                                      f"statistics in training mode; {AGAIN}, so the momentum "
-                                      f"update is applied twice per step"
-                                      f"{self.guard_note(call.grad_guarded)}")
+                        attribute, module_class = norm
+                        cls = self.self_class(reached, call.node.func.value, call.scope)
+                        yield self.at(segment, reached, call.node, {
+                            "effect": "running-stats", "state": f"self.{attribute}",
+                            "owner": qualified(cls.module, cls.qualname) if cls else "",
+                            "attribute": attribute, "module_class": module_class,
+                            "changes": [segment_change(reached, call.node, "mutated in place")],
+                            "grad_guarded": call.grad_guarded})
                     continue
                 if is_print(call.node, call.scope):
-                    what = "`print`"
+                    called, owner = "print", "builtins"
                 else:
-                    what = log_call(call.node, call.scope)
-                if what is None:
+                    called, owner = log_call(call.node, call.scope), "logging"
+                if called is None:
                     continue
-                effect = "so the message is emitted twice"
                 row = reached.module.start(call.node).row
                 if row in seen:
                     continue
                 seen.add(row)
-                yield self.at(segment, reached, call.node,
-                              f"checkpointed code calls {what}; {AGAIN}, "
-                              f"{effect}{self.guard_note(call.grad_guarded)}")
+                yield self.at(segment, reached, call.node, {
+                    "effect": "output", "state": called, "owner": owner,
+                    "attribute": called.rsplit(".", 1)[-1],
+                    "changes": [segment_change(reached, call.node, "called")],
+                    "grad_guarded": call.grad_guarded})
 
     def in_segment(self, scope: Scope) -> bool:
         """Whether `scope` is the body of a function of the segment being checked."""
@@ -94,56 +130,49 @@ class SideEffectInSegment(SegmentRule):
             memos[key] = memo_containers(reached.node)
         return memos[key]
 
-    @staticmethod
-    def guard_note(guarded: bool) -> str:
-        if not guarded:
-            return ""
-        return (" (the `torch.is_grad_enabled()` guard only skips the forward of a reentrant "
-                "checkpoint; this one is non-reentrant)")
-
-    @staticmethod
-    def verb(write: Write) -> str:
-        if write.how == "assign":
-            return "assigns"
-        if write.how == "augassign":
-            return "updates"
-        if write.how == "del":
-            return "deletes"
-        if write.how == "item":
-            return "sets an item of"
-        return f"mutates (`.{write.method}()`)"
-
-    def outer_state(self, reached: Reached, write: Write) -> str | None:
-        """A description of the outer state `write` changes, or None for locals/unknowns."""
+    def outer_state(self, reached: Reached, write: Write) -> dict | None:
+        """The outer state `write` changes as data (`target` says which kind), or None for
+        locals and unknowns."""
         target = write.target
         scope = write.scope
         module = reached.module
         root = root_name(target)
         if root is None:
             return None
-        if self.self_class(reached, root, scope) is not None:
+        cls = self.self_class(reached, root, scope)
+        if cls is not None:
             if target is root or reached.fresh_self or self.in_setup_method(reached):
                 return None  # rebinding `self` itself
-            return f"`{snippet(module, self.self_attribute(target))}`"
+            changed = self.self_attribute(target)
+            attribute = (changed.attr.value if isinstance(changed, cst.Attribute)
+                         else source_text(module, changed))
+            return {"target": "attribute", "state": source_text(module, changed),
+                    "owner": qualified(cls.module, cls.qualname), "attribute": attribute}
         bindings = scope.lookup(root.value)
         if not bindings:
             return None
+        module_global = {"target": "global", "state": root.value, "owner": qualified(module),
+                         "attribute": root.value}
         if bindings[0].scope.kind != "module":
             if isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del") \
                     and root.value in declared_global(scope):
-                return f"the module global `{root.value}`"
+                return module_global
             if (isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del")
                     and root.value in declared_nonlocal(scope)
                     and not self.in_segment(bindings[0].scope)):
-                return f"`{root.value}` of the enclosing function `{bindings[0].scope.qualname()}`"
+                enclosing = bindings[0].scope.qualname()
+                return {"target": "nonlocal", "state": root.value,
+                        "owner": qualified(module, enclosing), "attribute": root.value,
+                        "enclosing": enclosing}
             return None  # locals, parameters, closures
         if any(b.kind in ("def", "class") for b in bindings):
             return None
         if isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del"):
             if root.value in declared_global(scope):
-                return f"the module global `{root.value}`"
+                return module_global
             return None
         names = import_qualnames(target, scope) if write.how == "method" else set()
+        owner, attribute = qualified(module), root.value
         if any(b.kind == "import" for b in bindings):
             qualnames = import_qualnames(root, scope)
             if write.how == "method":
@@ -156,8 +185,24 @@ class SideEffectInSegment(SegmentRule):
                 for qualname in names:
                     if self.context.project.module_path(qualname) is not None:
                         return None
-            return f"the module state `{snippet(module, target)}`"
-        return f"the module state `{snippet(module, target)}`"
+            owner, attribute = self.imported_owner(target, root, min(qualnames, default=""))
+        return {"target": "module-state", "state": source_text(module, target), "owner": owner,
+                "attribute": attribute}
+
+    def imported_owner(self, target: cst.BaseExpression, root: cst.Name,
+                       qualname: str) -> tuple[str, str]:
+        """(module, global) that a write through the imported name `root` changes: `m.X`
+        of `import m` is `m`'s `X`; `X` of `from m import X` too (`qualname`: what `root`
+        imports)."""
+        if not qualname:
+            return root.value, root.value
+        is_module = "." not in qualname or self.context.project.module_path(qualname) is not None
+        if target is not root and is_module:
+            return qualname, first_attribute(target) or root.value
+        if "." in qualname:
+            parent, name = qualname.rsplit(".", 1)
+            return parent, name
+        return qualname, root.value
 
     @staticmethod
     def self_attribute(target: cst.BaseExpression) -> cst.BaseExpression:

@@ -9,36 +9,43 @@ import libcst as cst
 
 from ckptlint.syntax.walk import Visitor
 
-from ckptlint.analysis.bindings import describe_changes
 from ckptlint.findings import Finding
-from ckptlint.checks.segment_base import SegmentRule, snippet
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import source_text
 from ckptlint.analysis.segment import Segment, import_qualnames
 from ckptlint.analysis.sites import REENTRANT
+
+GRAD_MODE = "torch.is_grad_enabled()"
 
 
 class StateDependentBranch(SegmentRule):
     code = "CKP204"
+    message = "{condition:phrase}"
+    phrases = {"condition": {
+        "state": "checkpointed code branches on `{state}`, which is {changes:places}; if it "
+                 "changes before the backward, the replay takes another path (a different set "
+                 "of saved tensors raises CheckpointError; the same count silently gives wrong "
+                 "gradients)",
+        "grad-mode": "`{expression:short}` is False in the forward of a reentrant checkpoint (it "
+                     "runs under no_grad) and True in the replay, so this branch differs by "
+                     "construction",
+    }}
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
-            for load, name, changes in self.changed_state_reads(reached, facts,
-                                                                in_condition=True):
+            for load, read in self.changed_state_reads(reached, facts, in_condition=True):
                 yield self.at(segment, reached, load.node,
-                              f"checkpointed code branches on `{name}`, which is "
-                              f"{describe_changes(changes)}; if it changes before the backward, "
-                              f"the replay takes another path (a different set of saved tensors "
-                              f"raises CheckpointError; the same count silently gives wrong "
-                              f"gradients)")
+                              {"condition": "state", **read.data(segment)})
             if segment.mode != REENTRANT:
                 continue
             for condition in facts.conditions:
                 for call in grad_enabled_calls(condition.test, condition.scope):
                     if isinstance(condition.owner, cst.If) and only_side_effects(condition.owner):
                         continue  # the deliberate run-once guard
-                    yield self.at(segment, reached, call,
-                                  f"`{snippet(reached.module, call)}` is False in the forward of "
-                                  f"a reentrant checkpoint (it runs under no_grad) and True in "
-                                  f"the replay, so this branch differs by construction")
+                    yield self.at(segment, reached, call, {
+                        "condition": "grad-mode", "state": GRAD_MODE, "owner": "torch",
+                        "attribute": "is_grad_enabled", "changes": [],
+                        "expression": source_text(reached.module, call)})
 
 
 def grad_enabled_calls(expr: cst.BaseExpression, scope) -> list[cst.Call]:

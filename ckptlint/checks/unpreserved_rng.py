@@ -6,26 +6,29 @@ from typing import Iterator
 
 from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import random_call, random_module_call
+from ckptlint.checks.phrases import TORCH_DRAW_PHRASES
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.analysis.segment import Segment
 
 
 class UnpreservedRng(SegmentRule):
     code = "CKP302"
+    message = ("checkpointed code draws random numbers ({draw:phrase}) but the checkpoint at "
+               "{checkpoint:at} passes `preserve_rng_state=False`: the replay draws different "
+               "numbers (another dropout mask) and the gradients are wrong; drop "
+               "`preserve_rng_state=False`")
+    phrases = {"draw": TORCH_DRAW_PHRASES}
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         if segment.site.preserve_rng_state is not False:
             return
         resolver = self.context.resolver
+        site = segment.site.ref
         for reached, facts in self.functions(segment):
             for call in facts.calls:
                 found = random_call(call.node, call.scope) or random_module_call(
                     resolver, call.node, reached.module, call.scope, reached.function.owner)
                 if not found:
                     continue
-                yield self.at(segment, reached, call.node,
-                              f"checkpointed code draws random numbers ({found}) but the "
-                              f"checkpoint at {self.site_text(segment)} passes "
-                              f"`preserve_rng_state=False`: the replay draws different numbers "
-                              f"(another dropout mask) and the gradients are wrong; drop "
-                              f"`preserve_rng_state=False`")
+                yield self.at(segment, reached, call.node, {
+                    **found.data(), "checkpoint": {"filename": site.filename, "row": site.row}})

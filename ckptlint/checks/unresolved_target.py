@@ -11,9 +11,8 @@ class UnresolvedTarget(SiteRule):
     """The checkpointed function could not be resolved, so its body was not analysed."""
 
     code = "CKP901"
+    message = "cannot tell what this checkpoint runs ({reason}); its body was not analysed"
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         if site.is_segment and not site.targets and site.unresolved:
-            yield self.site_finding(
-                site, f"cannot tell what this checkpoint runs ({site.unresolved[0]}); "
-                      "its body was not analysed")
+            yield self.site_finding(site, {"reason": site.unresolved[0]})

@@ -50,7 +50,7 @@ def require_torch(ctx: click.Context, command: str) -> None:
 POSITION = {"row": int, "column": int}
 # What `ckptlint --format json` writes for a finding (the keys dynamic mode reads).
 FINDING_SHAPE = {"code": str, "message": str, "filename": str, "location": POSITION,
-                 "end_location": POSITION}
+                 "end_location": POSITION, "data": {}}
 OPTIONAL_SHAPE = {
     "site": {"filename": str, "row": int, "column": int},
     "target": {"filename": str, "row": int, "qualname": str},

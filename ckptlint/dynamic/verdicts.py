@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
+from ckptlint.messages import render
 
 STATIC_ONLY = {"CKP105", "CKP901", "CKP902", "CKP999", "CKP502"}
 REENTRANT_CODES = {"CKP101", "CKP102", "CKP103", "CKP104"}
@@ -239,26 +240,27 @@ class Observations:
 
 # --------------------------------------------------------------------------- state specs
 
-_BACKTICK = re.compile(r"`([^`]+)`")
+# A name followed by attributes and constant subscripts: what the child can read.
 _SIMPLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$")
 
 
-def state_name(finding: Finding) -> str | None:
-    """The state a CKP201/204/401 finding names: `extra["name"]`, else the first simple
-    name in backticks in its message (`SCALE`, `self.cache`, `STATS["n"]`)."""
-    for key in ("state", "name"):
-        value = finding.extra.get(key) if finding.extra else None
-        if isinstance(value, str) and _SIMPLE.match(value):
-            return value
-    for candidate in _BACKTICK.findall(finding.message):
-        candidate = candidate.strip()
-        for suffix in (".append", ".extend", ".update", ".add", ".pop", ".clear",
-                       ".insert", ".setdefault", ".add_", ".copy_", ".mul_", ".zero_"):
-            if candidate.endswith(suffix):
-                candidate = candidate[: -len(suffix)]
-        if _SIMPLE.match(candidate) and candidate not in {"self", "torch", "True", "False", "None"}:
-            return candidate
-    return None
+def state_expression(finding: Finding) -> str | None:
+    """The state a CKP201/204/401 finding is about (`data["state"]`), when the child can read
+    it; None for output (print, logging) and for expressions it cannot follow."""
+    state = finding.data.get("state")
+    if finding.data.get("effect") == "output" or not isinstance(state, str):
+        return None
+    return state if _SIMPLE.match(state) else None
+
+
+def hazard_place(finding: Finding) -> tuple[str, int]:
+    """Where the hazard is: its own line, also for a finding reported at its site because
+    the hazard's file was not linted (`data["hazard"]`)."""
+    hazard = finding.data.get("hazard")
+    if isinstance(hazard, dict) and isinstance(hazard.get("filename"), str) \
+            and type(hazard.get("row")) is int:
+        return hazard["filename"], hazard["row"]
+    return finding.filename, finding.start.row
 
 
 def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, Any]:
@@ -267,20 +269,19 @@ def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, A
     for index, finding in enumerate(findings):
         if finding.code not in STATE_CODES:
             continue
-        name = state_name(finding)
-        line = [real(finding.filename), finding.start.row] if finding.code in SIDE_EFFECT_CODES \
-            else None
+        name = state_expression(finding)
+        filename, row = hazard_place(finding)
+        line = [real(filename), row] if finding.code in SIDE_EFFECT_CODES else None
         if name is None and line is None:
             continue
         targets = []
         if finding.target is not None:
             targets.append([real(finding.target.filename), finding.target.row])
-        cls = None
-        if finding.chain:
-            last = finding.chain[-1]
-            cls = last.rsplit(".", 1)[0] if "." in last else None
+        owner = finding.data.get("owner")
+        cls = owner if name is not None and name.startswith("self.") and isinstance(owner, str) \
+            else None
         specs.append({
-            "id": index, "expr": name, "line": line, "file": real(finding.filename), "cls": cls,
+            "id": index, "expr": name, "line": line, "file": real(filename), "cls": cls,
             "targets": targets,
             "site": [real(finding.site.filename), finding.site.row] if finding.site else None,
         })
@@ -665,14 +666,18 @@ class Judge:
             evidence = f"{_phase_name(cmp)} of {call.qualname}() at {filename}:{row} {cmp['text']}"
             if total > 1:
                 evidence += f" ({n_diverged} of {total} replays diverged)"
+            data = {"function": call.qualname}
             out.append(Finding(
-                code="CKP501",
-                message=f"replay of `{call.qualname}` diverged from its forward and no static "
-                        "finding explains it",
+                code="CKP501", message=render(DIVERGENCE_MESSAGE, data),
                 filename=filename, start=Position(row, column), end=Position(row, column),
-                site=SiteRef(filename, row, column), chain=(), target=target,
+                site=SiteRef(filename, row, column), chain=(), target=target, data=data,
                 verdict="confirmed", evidence=evidence))
         return out
+
+
+# CKP501's wording (findings made here, from observations).
+DIVERGENCE_MESSAGE = ("replay of `{function}` diverged from its forward and no static finding "
+                      "explains it")
 
 
 def _phase_name(cmp: dict[str, Any]) -> str:

@@ -43,7 +43,7 @@ from ckptlint.storage.plain_data import (ShapeError, read_json, want_list, want_
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
-FORMAT = 2  # 1: a pickle (`run-<key>.pickle`), never read again
+FORMAT = 3  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`
 
 Signature = tuple[int, int, int, int]
 

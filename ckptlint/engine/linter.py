@@ -25,11 +25,13 @@ from pathlib import Path
 from ckptlint.analysis.apis import api_table
 from ckptlint.config import Config
 from ckptlint.findings import Finding, Position, SiteRecord
+from ckptlint.messages import render
 from ckptlint.screen.prefilter import Prefilter
 from ckptlint.syntax.reading import (Limits, SourceError, check_nodes, decode_source, parse_ast,
                                      read_bytes)
 
 PARSE_ERROR = "CKP999"
+PARSE_ERROR_MESSAGE = "{error}"
 
 
 
@@ -162,7 +164,9 @@ class FileResult:
 
 
 def parse_error(display: str, reason: str) -> Finding:
-    return Finding(PARSE_ERROR, reason, display, Position(1, 1), Position(1, 1))
+    data = {"error": reason}
+    return Finding(PARSE_ERROR, render(PARSE_ERROR_MESSAGE, data), display, Position(1, 1),
+                   Position(1, 1), data=data)
 
 
 def error_result(display: str, reason: str, cacheable: bool = False) -> FileResult:

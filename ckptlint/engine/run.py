@@ -372,9 +372,11 @@ def relocate_outside(finding: Finding, linted: dict[str, FileResult]) -> Finding
     if same is not None:  # a linted file reached first through an import: its display differs
         return replace(finding, filename=same)
     site = finding.site
+    hazard = {"filename": finding.filename, "row": finding.start.row}
     return replace(finding, filename=site.filename,
                    start=Position(site.row, site.column), end=Position(site.row, site.column),
-                   message=f"{finding.message} (in {finding.filename}:{finding.start.row})")
+                   message=f"{finding.message} (in {finding.filename}:{finding.start.row})",
+                   data={**finding.data, "hazard": hazard})
 
 
 def linted_display(filename: str, linted: dict[str, FileResult]) -> str | None:

@@ -13,6 +13,7 @@ NOQA = re.compile(
 NOQA_CODE_SEPARATOR = re.compile(r"[,\s]+")
 NOQA_WITH_OUR_CODE = re.compile(r"noqa\s*:[^\n]*CKP", re.IGNORECASE)
 FILE_NOQA = re.compile(r"#\s*ckptlint\s*:\s*noqa\b(?!\s*:)", re.IGNORECASE)
+UNUSED_NOQA_MESSAGE = "unused `noqa` directive (unused: {codes:join})"
 
 
 @dataclass
@@ -102,6 +103,7 @@ def apply_suppressions(findings: list, sources: dict[str, str], ignore_noqa: boo
                        report_unused: bool) -> list:
     """Drop findings that `# noqa` covers; with `report_unused`, add CKP902 for unused ones."""
     from ckptlint.findings import Finding, Position
+    from ckptlint.messages import render
 
     wanted = {f.filename for f in findings}
     if report_unused:
@@ -130,7 +132,7 @@ def apply_suppressions(findings: list, sources: dict[str, str], ignore_noqa: boo
                 unused = [c for c in ours if not any(u.startswith(c) for u in directive.used_codes)]
                 if unused:
                     position = Position(directive.row, directive.column)
-                    kept.append(Finding(
-                        "CKP902", f"unused `noqa` directive (unused: {', '.join(unused)})",
-                        name, position, position))
+                    data = {"codes": unused}
+                    kept.append(Finding("CKP902", render(UNUSED_NOQA_MESSAGE, data), name,
+                                        position, position, data=data))
     return kept

@@ -81,8 +81,9 @@ def result(finding: Finding, rule_index: dict[str, int]) -> dict:
                                  "region": {"startLine": finding.site.row,
                                             "startColumn": finding.site.column}},
         }]
+    data["properties"] = {"data": finding.data}
     if finding.fix is not None:
-        data["properties"] = {"fix": finding.fix.to_json()}
+        data["properties"]["fix"] = finding.fix.to_json()
     return data
 
 

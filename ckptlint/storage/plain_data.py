@@ -10,6 +10,7 @@ as "not there" (a cache miss), never as a failed run. JSON cannot run code, unli
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -57,6 +58,30 @@ def want_optional_str(value: Any, what: str) -> str | None:
 
 def want_strs(value: Any, what: str) -> tuple[str, ...]:
     return tuple(want_str(item, what) for item in want_list(value, what))
+
+
+MAX_DEPTH = 16
+
+
+def want_plain(value: Any, what: str, depth: int = 0) -> Any:
+    """JSON data as `json.loads` gives it (objects with string keys, lists, strings, finite
+    numbers, true/false/null), nested at most `MAX_DEPTH` deep: what `write_json` can write."""
+    if depth > MAX_DEPTH:
+        raise ShapeError(f"{what}: nested too deep")
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            want_str(key, what)
+            want_plain(item, f"{what}.{key}", depth + 1)
+    elif kind is list:
+        for item in value:
+            want_plain(item, what, depth + 1)
+    elif kind is float:
+        if not math.isfinite(value):
+            raise ShapeError(f"{what}: expected a finite number")
+    elif kind not in (str, int, bool, type(None)):
+        raise ShapeError(f"{what}: expected JSON data")
+    return value
 
 
 def member(data: Any, key: str) -> Any:

@@ -35,16 +35,38 @@ _SITE = re.compile(r"#.*ckpt-site: (\w+)")
 _TARGET = re.compile(r"# ckpt-target: (\w+) ([\w.]+)")
 _FINDING = re.compile(r"ckpt-finding: (CKP\d{3}) (\w+)(?: ([\w.\[\]'\"]+))?")
 
-MESSAGES = {
-    "CKP101": "`use_reentrant=True` checkpoints in reentrant mode",
-    "CKP201": "checkpointed code reads `{name}`, which is changed elsewhere",
-    "CKP203": "checkpointed code branches on tensor values",
-    "CKP204": "branch on `{name}`, which is changed elsewhere",
-    "CKP301": "checkpointed code moves a tensor to a device whose RNG state is not saved",
-    "CKP302": "randomness inside a checkpoint with `preserve_rng_state=False`",
-    "CKP303": "Python `random` inside a checkpoint is not restored on replay",
-    "CKP401": "checkpointed code mutates `{name}`, which happens again on replay",
-}
+# Hand-made findings carry the data the static rules attach; their message names nothing,
+# so every verdict here comes from `data` (dynamic mode never reads the message).
+MESSAGE = "a hazard (dynamic mode does not read this text)"
+STATE_CODES = ("CKP201", "CKP204", "CKP401")
+
+
+def finding_data(code: str, script: str, name: str | None, target: TargetRef | None,
+                 site_row: int) -> dict[str, Any]:
+    """What the rule of `code` puts in `data`, for a finding naming the state `name`."""
+    if code in STATE_CODES:
+        module = Path(script).stem
+        owner, attribute = module, name or ""
+        if name and name.startswith("self.") and target and "." in target.qualname:
+            owner = f"{module}.{target.qualname.rsplit('.', 1)[0]}"
+            attribute = name.split(".")[1]
+        data: dict[str, Any] = {"state": name or "", "owner": owner, "attribute": attribute,
+                                "changes": []}
+        if code == "CKP204":
+            data["condition"] = "state"
+        if code == "CKP401":
+            data.update(effect="write", write="augassign", target="attribute",
+                        grad_guarded=False)
+        return data
+    return {
+        "CKP101": {"api": "torch.utils.checkpoint.checkpoint", "mode": "reentrant",
+                   "decided_by": "use_reentrant"},
+        "CKP203": {"expression": "h.sum() > 1.5", "branch": "if"},
+        "CKP301": {"device": "DEVICE", "draws_random": False},
+        "CKP302": {"rng": "self.drop", "draw": "module", "built": "nn.Dropout(0.5)",
+                   "checkpoint": {"filename": script, "row": site_row}},
+        "CKP303": {"rng": "random.random", "draw": "python"},
+    }[code]
 
 
 def findings_for(script: str) -> list[Finding]:
@@ -74,9 +96,9 @@ def findings_for(script: str) -> list[Finding]:
         else:
             col = len(line) - len(line.lstrip()) + 1
             start, chain = Position(row, col), (target.qualname,) if target else ()
-        message = MESSAGES[code].format(name=name)
-        out.append(Finding(code, message, script, start, Position(start.row, start.column + 1),
-                           site=site, chain=chain, target=target))
+        out.append(Finding(code, MESSAGE, script, start, Position(start.row, start.column + 1),
+                           site=site, chain=chain, target=target,
+                           data=finding_data(code, script, name, target, site_row)))
     return out
 
 

@@ -12,7 +12,9 @@ from dynhelp import PY, env_with_root
 
 pytest.importorskip("torch")
 
+DATA = '{"state": "SCALE", "owner": "a", "attribute": "SCALE", "changes": []}'
 FINDING = ('{"code": "CKP201", "message": "m", "filename": "a.py", '
+           f'"data": {DATA}, '
            '"location": {"row": 1, "column": 1}, "end_location": {"row": 1, "column": 2}')
 
 
@@ -42,10 +44,12 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
     (f'[{FINDING}, "site": {{"filename": "a.py", "row": true, "column": 1}}}}]',
      "finding 1.site.row is true/false, not an integer"),
     (f'[{FINDING}, "chain": "Block.forward"}}]', "finding 1.chain is a string, not an array"),
+    (f'[{FINDING.replace(chr(34) + "state" + chr(34), chr(34) + "name" + chr(34))}}}]',
+     "finding 1: data.state: missing"),
     ("[", "not JSON"),
     (b"\xff\xfe[]", "not UTF-8 text"),
-], ids=["object", "number", "missing-key", "wrong-type", "bool-row", "chain", "not-json",
-        "not-utf8"])
+], ids=["object", "number", "missing-key", "wrong-type", "bool-row", "chain", "data-field",
+        "not-json", "not-utf8"])
 def test_findings_file_of_the_wrong_shape(tmp_path, content, problem):
     path = tmp_path / "findings.json"
     if isinstance(content, bytes):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ckptlint.dynamic.watch.compare import compare
-from ckptlint.dynamic.verdicts import (
-    Observations, RunInfo, build_plan, exit_status, judge_all, state_name)
+from ckptlint.dynamic.verdicts import Observations, RunInfo, build_plan, exit_status, judge_all
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
+
+from dynhelp import MESSAGE, finding_data
 
 
 def saved(op, role, s, shape=(2,)):
@@ -49,10 +51,10 @@ def test_count_and_error():
 
 
 def finding(code, row, name=None, site_row=30, target_row=10, chain=("Block.forward",)):
-    message = f"reads `{name}`" if name else "hazard"
-    return Finding(code, message, "m.py", Position(row, 5), Position(row, 9),
-                   site=SiteRef("m.py", site_row, 5), chain=chain,
-                   target=TargetRef("m.py", target_row, "Block.forward"))
+    target = TargetRef("m.py", target_row, "Block.forward")
+    return Finding(code, MESSAGE, "m.py", Position(row, 5), Position(row, 9),
+                   site=SiteRef("m.py", site_row, 5), chain=chain, target=target,
+                   data=finding_data(code, "m.py", name, target, site_row))
 
 
 def observations(tmp_path, events):
@@ -89,7 +91,8 @@ def test_aggregation_any_site_confirms_and_unexercised(tmp_path):
 
 
 def test_static_only_error_and_ckp501(tmp_path):
-    static = Finding("CKP105", "x", "m.py", Position(1, 1), Position(1, 2))
+    static = Finding("CKP105", "x", "m.py", Position(1, 1), Position(1, 2),
+                     data={"api": "torch.utils.checkpoint.checkpoint", "mode": "reentrant"})
     obs = observations(tmp_path, [
         {"ev": "start", "pid": 1},
         {"ev": "not_watched", "pid": 1, "site": None, "reason": "torch.compile used here"},
@@ -112,12 +115,35 @@ def test_exit_status_rules():
     assert exit_status([], RunInfo(returncode=0)) == 0
 
 
-def test_state_names_from_messages():
-    assert state_name(finding("CKP201", 1, "SCALE")) == "SCALE"
-    f = Finding("CKP401", "mutates `self.log.append`", "m.py", Position(1, 1), Position(1, 2))
-    assert state_name(f) == "self.log"
-    plan = build_plan([finding("CKP201", 1, "self.cache")])
-    assert plan["specs"][0]["expr"] == "self.cache" and plan["specs"][0]["cls"] == "Block"
+def test_state_specs_come_from_data_never_from_the_message():
+    plan = build_plan([finding("CKP201", 1, "SCALE")])
+    assert plan["specs"][0]["expr"] == "SCALE" and plan["specs"][0]["cls"] is None
+    attribute = finding("CKP201", 1, "self.cache")
+    assert attribute.data["owner"] == "m.Block"
+    [spec] = build_plan([attribute])["specs"]
+    assert spec["expr"] == "self.cache" and spec["cls"] == "m.Block"
+    # A message naming other state changes nothing; data naming none gives no state to read.
+    worded = replace(attribute, message="reads `OTHER` and `self.other`")
+    assert build_plan([worded]) == build_plan([attribute])
+    unreadable = replace(attribute, data={**attribute.data, "state": "self.items()[0]"})
+    assert build_plan([unreadable]) == {"specs": []}
+    # Side effects: the line is traced; print and logging have no state to read.
+    printed = finding("CKP401", 7, "print")
+    printed = replace(printed, data={**printed.data, "effect": "output"})
+    [spec] = build_plan([printed])["specs"]
+    assert spec["expr"] is None and spec["line"][1] == 7
+
+
+def test_a_hazard_reported_at_its_site_is_watched_at_its_own_line():
+    """A hazard in a file that was not linted is reported at the site; `data.hazard` keeps
+    where it is, for the file whose globals hold the state and the line to trace."""
+    import os
+    moved = finding("CKP401", 30, "COUNT")
+    moved = replace(moved, data={**moved.data, "hazard": {"filename": "lib/blocks.py",
+                                                          "row": 12}})
+    [spec] = build_plan([moved])["specs"]
+    assert spec["file"] == os.path.realpath("lib/blocks.py")
+    assert spec["line"] == [os.path.realpath("lib/blocks.py"), 12]
 
 
 def test_missing_internals_give_error_verdicts(tmp_path):

@@ -1,8 +1,10 @@
 """Reading the state a finding names (a global, `self.attr`, a container) around each pass.
 
-A spec comes from the parent (see `plan.py`): {"id", "expr", "file", "cls", "targets":
-[[file, row], ...], "site": [file, row] | null}. `expr` is a restricted expression: a name
-followed by attributes and constant subscripts (`SCALE`, `self.cache`, `STATS["n"]`).
+A spec comes from the parent (`verdicts.build_plan`, from each finding's `data`): {"id",
+"expr", "file", "cls", "targets": [[file, row], ...], "site": [file, row] | null}. `expr` is
+the finding's `data.state`, a restricted expression: a name followed by attributes and
+constant subscripts (`SCALE`, `self.cache`, `STATS["n"]`); `cls` is its `data.owner` (a
+qualified class) for `self.` state.
 Reading never calls properties or `__getitem__` of user classes: only plain attributes,
 module attributes and built-in containers, so watching changes nothing.
 """
