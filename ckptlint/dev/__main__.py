@@ -50,8 +50,10 @@ def rule_table(check: bool) -> None:
               help="What it flags, in one line (README table, `ckptlint rule --all`).")
 def new_rule(code: str, name: str, severity: str, kind: str, dynamic: str | None,
              summary: str | None) -> None:
-    """Add rule CODE (CKPnnn) named NAME (words-joined-by-dashes): module, page, fixture,
-    registry entry, README table."""
+    """Add a rule: its module, page, fixture and registry entry.
+
+    CODE is CKPnnn, NAME lower-case words joined by dashes. The README table is regenerated;
+    docs/architecture.md ("Adding a rule") says what to fill in next."""
     from ckptlint.dev.scaffold import DEFAULT_DYNAMIC, PLACEHOLDER, NewRule
     from ckptlint.dev.scaffold import new_rule as scaffold
 
