@@ -132,7 +132,7 @@ def load_rules(registry_text: str) -> dict[str, registry.RuleInfo]:
 
 def fields(rule: NewRule) -> dict[str, str]:
     return {"code": rule.code, "name": rule.name, "summary": rule.summary,
-            "sentence": rule.summary[:1].upper() + rule.summary[1:],
+            "sentence": rule.summary[:1].upper() + rule.summary[1:].rstrip("."),
             "class_name": rule.class_name, "example": EXAMPLE, "placeholder": PLACEHOLDER}
 
 
