@@ -1,11 +1,12 @@
 """The rule registry: every code ckptlint can report, and everything known about it.
 
-One entry per code: name, severity, summary, whether dynamic mode can judge it and how,
-whether it has a fix, whether it is on by default, and the class that implements it. The
-engine's rule list (`ckptlint.checks.RULE_CLASSES`), dynamic mode's verdict code sets,
-`ckptlint rule --all` and the README's rule table (`python -m ckptlint.dev rule-table`) are
-all read from here; tests/test_registry.py checks that the implementations, the pages in
-`rules/` and the README agree with it.
+One entry per code: name, severity, summary, how dynamic mode judges it, whether it has a
+fix, whether it is on by default, the class that implements it and the fields of its
+findings' data. The engine's rule list (`ckptlint.checks.RULE_CLASSES`), dynamic mode's
+verdict code sets, `ckptlint rule --all`, the check of findings read back
+(`Finding.from_json`), the JSON Schema (scripts/findings_schema.py) and the README's rule table
+(`python -m ckptlint.dev rule-table`) are all read from here; tests/test_registry.py checks
+that the implementations, the pages in `rules/` and the README agree with it.
 
 It imports nothing heavy: selection, output and `ckptlint rule` use it without loading the
 analysis. `python -m ckptlint.dev new-rule` adds an entry (docs/architecture.md, "Adding a
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from ckptlint.finding_data import (BOOL, CALL, PLACE, SEGMENT, STATE, STR, TORCH_DRAW, ListOf,
+                                   Obj, OneOf)
 
 
 class Dynamic(Enum):
@@ -53,6 +57,9 @@ class RuleInfo:
     # produce themselves (CKP501, CKP502, CKP902, CKP999).
     implementation: str | None
     summary: str  # what it flags, in one line (README table, `ckptlint rule --all`, SARIF)
+    # The fields of its findings' `data` (`ckptlint.finding_data`): what `Finding.from_json`
+    # checks, the JSON Schema (scripts/findings_schema.py) and the rule page document.
+    data: Obj
     default_on: bool = True
 
 
@@ -62,60 +69,101 @@ RULES: dict[str, RuleInfo] = {
         RuleInfo("CKP101", "reentrant-checkpoint", "warning", REENTRANT_PATH, NO_FIX,
                  "ckptlint.checks.reentrant_checkpoint:ReentrantCheckpoint",
                  "`use_reentrant=True`, `CheckpointImpl.REENTRANT`, or a reentrant-only wrapper "
-                 "(DeepSpeed, Megatron, fairseq)"),
+                 "(DeepSpeed, Megatron, fairseq)",
+                 CALL.with_fields({"decided_by": OneOf(("api", "checkpoint_impl",
+                                                        "use_reentrant"))})),
         RuleInfo("CKP102", "implicit-use-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
                  "ckptlint.checks.implicit_use_reentrant:ImplicitUseReentrant",
                  "`checkpoint`/`checkpoint_sequential` without `use_reentrant` (torch warns, "
-                 "then runs reentrant)"),
+                 "then runs reentrant)",
+                 CALL),
         RuleInfo("CKP103", "reentrant-incompatible-call", "error", REENTRANT_PATH, NO_FIX,
                  "ckptlint.checks.reentrant_incompatible_call:ReentrantIncompatibleCall",
                  "reentrant calls that raise or lose gradients: keyword arguments, "
-                 "`context_fn`/`debug`, tensors inside lists/dicts"),
+                 "`context_fn`/`debug`, tensors inside lists/dicts",
+                 CALL.with_fields({"problems": ListOf(Obj(
+                     {"kind": OneOf(("keywords", "option", "containers"))},
+                     {"keywords": ListOf(STR), "option": STR}))})),
         RuleInfo("CKP104", "hf-implicit-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
                  "ckptlint.checks.hf_implicit_reentrant:HfImplicitReentrant",
                  "transformers `gradient_checkpointing_enable()` / "
                  "`TrainingArguments(gradient_checkpointing=True)` without `use_reentrant`, "
-                 "before transformers 5.0"),
+                 "before transformers 5.0",
+                 CALL.with_fields({
+                     "versions": STR, "version": STR,
+                     "version_source": OneOf(("config", "declared", "installed", "unknown")),
+                     "enabled_by": OneOf(("gradient_checkpointing_enable",
+                                          "gradient_checkpointing"))})),
         RuleInfo("CKP105", "determinism-check-disabled", "info", STATIC_ONLY, NO_FIX,
                  "ckptlint.checks.determinism_check_disabled:DeterminismCheckDisabled",
-                 "`determinism_check=\"none\"`"),
+                 "`determinism_check=\"none\"`",
+                 CALL),
         RuleInfo("CKP201", "mutable-state-read", "warning", STATE_CHANGE, NO_FIX,
                  "ckptlint.checks.mutable_state_read:MutableStateRead",
-                 "a segment reads global or instance state that is changed elsewhere"),
+                 "a segment reads global or instance state that is changed elsewhere",
+                 STATE),
         RuleInfo("CKP202", "external-state-read", "info", REPLAY_COMPARE, NO_FIX,
                  "ckptlint.checks.external_state_read:ExternalStateRead",
-                 "a segment reads time, environment or process state"),
+                 "a segment reads time, environment or process state",
+                 SEGMENT.with_fields({"source": STR, "kind": OneOf((
+                     "wall-clock", "clock", "process-clock", "thread-clock", "environment",
+                     "process-id", "working-directory", "entropy", "thread", "process",
+                     "host-name", "clock-and-host"))})),
         RuleInfo("CKP203", "data-dependent-branch", "warning", REPLAY_COMPARE, NO_FIX,
                  "ckptlint.checks.data_dependent_branch:DataDependentBranch",
-                 "a branch on tensor values inside a segment"),
+                 "a branch on tensor values inside a segment",
+                 SEGMENT.with_fields({"expression": STR, "branch": OneOf((
+                     "if", "while", "conditional", "assert", "boolean", "comprehension",
+                     "other"))})),
         RuleInfo("CKP204", "state-dependent-branch", "warning", STATE_CHANGE, NO_FIX,
                  "ckptlint.checks.state_dependent_branch:StateDependentBranch",
                  "a branch on mutable state, or on `torch.is_grad_enabled()` in a reentrant "
-                 "segment"),
+                 "segment",
+                 STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
+                                   {"expression": STR})),
         RuleInfo("CKP301", "device-move-in-segment", "warning", DEVICE, NO_FIX,
                  "ckptlint.checks.device_move_in_segment:DeviceMoveInSegment",
-                 "a move to a device whose RNG the checkpoint did not save"),
+                 "a move to a device whose RNG the checkpoint did not save",
+                 SEGMENT.with_fields({"device": STR, "draws_random": BOOL},
+                                     {"rng": STR, "draw": TORCH_DRAW, "built": STR,
+                                      "rng_at": PLACE})),
         RuleInfo("CKP302", "unpreserved-rng", "error", REPLAY_COMPARE, NO_FIX,
                  "ckptlint.checks.unpreserved_rng:UnpreservedRng",
-                 "randomness under `preserve_rng_state=False`"),
+                 "randomness under `preserve_rng_state=False`",
+                 SEGMENT.with_fields({"rng": STR, "draw": TORCH_DRAW, "checkpoint": PLACE},
+                                     {"built": STR})),
         RuleInfo("CKP303", "foreign-rng", "warning", REPLAY_COMPARE, NO_FIX,
                  "ckptlint.checks.foreign_rng:ForeignRng",
-                 "Python `random`, NumPy random or a user `torch.Generator` inside a segment"),
+                 "Python `random`, NumPy random or a user `torch.Generator` inside a segment",
+                 SEGMENT.with_fields({"rng": STR, "draw": OneOf((
+                     "python", "numpy", "factory", "generator"))})),
         RuleInfo("CKP401", "side-effect-in-segment", "warning", SIDE_EFFECT, NO_FIX,
                  "ckptlint.checks.side_effect_in_segment:SideEffectInSegment",
                  "mutation of outer state, in-place buffer updates, logging (they happen again "
-                 "on replay)"),
+                 "on replay)",
+                 STATE.with_fields(
+                     {"effect": OneOf(("write", "running-stats", "output")),
+                      "grad_guarded": BOOL},
+                     {"write": OneOf(("assign", "augassign", "item", "del", "method")),
+                      "method": STR,
+                      "target": OneOf(("attribute", "global", "nonlocal", "module-state")),
+                      "enclosing": STR, "module_class": STR})),
         RuleInfo("CKP501", "replay-divergence", "warning", REPLAY_COMPARE, NO_FIX, None,
-                 "(dynamic) a watched replay differed from its forward"),
+                 "(dynamic) a watched replay differed from its forward",
+                 Obj({"function": STR})),
         RuleInfo("CKP502", "checkpoint-not-worth-it", "info", STATIC_ONLY, NO_FIX, None,
-                 "(profile) little activation memory freed for the recompute"),
+                 "(profile) little activation memory freed for the recompute",
+                 Obj({})),
         RuleInfo("CKP901", "unresolved-target", "info", STATIC_ONLY, NO_FIX,
                  "ckptlint.checks.unresolved_target:UnresolvedTarget",
-                 "the checkpointed function could not be resolved", default_on=False),
+                 "the checkpointed function could not be resolved",
+                 CALL.with_fields({"reason": STR}), default_on=False),
         RuleInfo("CKP902", "unused-noqa", "info", STATIC_ONLY, NO_FIX, None,
-                 "a `# noqa` that suppresses nothing", default_on=False),
+                 "a `# noqa` that suppresses nothing",
+                 Obj({"codes": ListOf(STR)}), default_on=False),
         RuleInfo("CKP999", "parse-error", "error", STATIC_ONLY, NO_FIX, None,
-                 "a file could not be read or parsed"),
+                 "a file could not be read or parsed",
+                 Obj({"error": STR})),
     )
 }
 

@@ -1,7 +1,7 @@
 """`python -m ckptlint.dev new-rule`, end to end, in a copy of this checkout.
 
-The new rule touches four places (its module, page, fixture and one registry entry) plus the
-generated README table; the engine runs it, `ckptlint rule` prints its page, and the fixture,
+The new rule touches four places (its module, page, fixture and one registry entry) plus two
+generated files (the README table and the JSON Schema of the output); the engine runs it, `ckptlint rule` prints its page, and the fixture,
 page and registry tests pass for it, while the placeholder guard does not let it be merged as
 it is. The copy is thrown away: no example rule stays in the repository.
 """
@@ -75,7 +75,7 @@ def test_new_segment_rule_end_to_end(copy):
     fixture = "tests/fixtures/ckp950_example_hazard.py"
     assert sorted(after.keys() - before.keys()) == sorted([module, page, fixture])
     assert sorted(name for name in before if after.get(name) != before[name]) == [
-        "README.md", "ckptlint/registry.py"]
+        "README.md", "ckptlint/registry.py", "docs/schema/findings.schema.json"]
     removed, added = changed_lines(before["ckptlint/registry.py"], after["ckptlint/registry.py"])
     assert removed == [] and added[0].lstrip().startswith('RuleInfo("CKP950", "example-hazard"')
     assert "".join(added).count("RuleInfo(") == 1
@@ -98,7 +98,11 @@ def test_new_segment_rule_end_to_end(copy):
     passing = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                   "tests/test_fixtures.py::test_fixture[ckp950_example_hazard.py]",
                   "tests/test_rule_pages.py", "-k", "CKP950 or every or lists",
-                  "tests/test_registry.py",
+                  "tests/test_registry.py", "tests/test_finding_data.py::"
+                  "test_rule_pages_document_the_data_fields[CKP950]",
+                  "tests/test_finding_data.py::test_the_schema_in_the_repository_is_current",
+                  "tests/test_finding_data.py::test_templates_name_only_fields_of_their_code",
+                  "tests/test_finding_data.py::test_fixtures_and_rule_page_examples_give_valid_json",
                   "--deselect", "tests/test_registry.py::test_no_scaffold_placeholder_is_left")
     assert passing.returncode == 0, passing.stdout[-3000:]
     assert "CKP950" in run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -118,7 +122,8 @@ def test_new_segment_rule_end_to_end(copy):
     assert "ckptlint.checks.example_hazard:ExampleHazard" in unregistered.stdout
     for name in (module, page, fixture):
         (copy / name).unlink()
-    (copy / "README.md").write_text(before["README.md"], encoding="utf-8")
+    for name in ("README.md", "docs/schema/findings.schema.json"):
+        (copy / name).write_text(before[name], encoding="utf-8")
 
 
 def test_new_site_rule_runs_where_its_fixture_says(copy):
@@ -130,7 +135,9 @@ def test_new_site_rule_runs_where_its_fixture_says(copy):
                   "tests/test_fixtures.py::test_fixture[ckp150_example_call.py]",
                   "tests/test_rule_pages.py", "-k", "CKP150 or every or lists",
                   "tests/test_registry.py::test_every_listing_names_the_same_codes",
-                  "tests/test_registry.py::test_readme_table_is_the_registrys")
+                  "tests/test_registry.py::test_readme_table_is_the_registrys",
+                  "tests/test_finding_data.py::test_rule_pages_document_the_data_fields[CKP150]",
+                  "tests/test_finding_data.py::test_the_schema_in_the_repository_is_current")
     assert passing.returncode == 0, passing.stdout[-3000:]
     fixture = (copy / "tests/fixtures/ckp150_example_call.py").read_text(encoding="utf-8")
     linted = json.loads(run(copy, "-m", "ckptlint", "--format", "json",

@@ -1,8 +1,9 @@
 """`python -m ckptlint.dev new-rule CKPnnn rule-name`: a new rule, wired in and passing.
 
 Writes the rule module (ckptlint/checks/<rule_name>.py), its page (rules/CKPnnn-rule-name.md),
-its fixture (tests/fixtures/ckpnnn_<rule_name>.py) and its registry entry, then regenerates
-the README's rule table. What it writes works from the start: the rule runs, its page's
+its fixture (tests/fixtures/ckpnnn_<rule_name>.py) and its registry entry (with the fields of
+its findings' data), then regenerates the README's rule table and the JSON Schema of the
+output. What it writes works from the start: the rule runs, its page's
 Example produces the code and "Use instead" nothing, the fixture's annotation matches. It
 flags a placeholder (`ckptlint_scaffold_example`) until the real test is written, and every
 text to replace says "scaffold placeholder"; tests/test_registry.py fails while any is left.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from pathlib import Path
 from ckptlint import registry
 from ckptlint.dev import DevError
 from ckptlint.dev.rule_table import update as update_table
+from ckptlint.finding_data import CALL, SEGMENT, STR
 from ckptlint.rule_pages import SECTIONS, page_name
 
 PLACEHOLDER = "scaffold placeholder"
@@ -29,6 +32,9 @@ CODE = re.compile(r"^CKP\d{3}$")
 NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 DEFAULT_DYNAMIC = {"site": registry.Dynamic.STATIC_ONLY,
                    "segment": registry.Dynamic.REPLAY_COMPARE}
+# The fields of the placeholder's data, as registry source and as the shape it denotes.
+DATA = {"site": ('CALL.with_fields({"keyword": STR})', CALL.with_fields({"keyword": STR})),
+        "segment": ('SEGMENT.with_fields({"call": STR})', SEGMENT.with_fields({"call": STR}))}
 REGISTRY_ENTRY = re.compile(r'^        RuleInfo\("(CKP\d{3})"', re.M)
 ENTRY_INDENT = " " * 17  # continuation lines of an entry, under `RuleInfo(`
 
@@ -56,7 +62,8 @@ class NewRule:
 
     def info(self) -> registry.RuleInfo:
         return registry.RuleInfo(self.code, self.name, self.severity, self.dynamic,
-                                 registry.FixKind.NONE, self.implementation, self.summary)
+                                 registry.FixKind.NONE, self.implementation, self.summary,
+                                 DATA[self.kind][1])
 
 
 def new_rule(root: Path, rule: NewRule) -> list[Path]:
@@ -76,7 +83,12 @@ def new_rule(root: Path, rule: NewRule) -> list[Path]:
     fixture.write_text(FIXTURES[rule.kind].format(**fields(rule)), encoding="utf-8")
     registry_path.write_text(registry_text, encoding="utf-8")
     update_table(root, rules, check=False)
-    return [module, page, fixture, registry_path, root / "README.md"]
+    schema = subprocess.run([sys.executable, str(root / "scripts" / "findings_schema.py")],
+                            cwd=root, capture_output=True, text=True)
+    if schema.returncode != 0:
+        raise DevError(f"scripts/findings_schema.py failed: {schema.stderr.strip()}")
+    return [module, page, fixture, registry_path, root / "README.md",
+            root / "docs" / "schema" / "findings.schema.json"]
 
 
 def check_new(rule: NewRule) -> None:
@@ -110,7 +122,8 @@ def entry_text(rule: NewRule) -> str:
     for index, chunk in enumerate(chunks):
         last = index == len(chunks) - 1
         literal = json.dumps(chunk if last else chunk + " ")
-        lines.append(f"{ENTRY_INDENT}{literal}{'),' if last else ''}")
+        lines.append(f"{ENTRY_INDENT}{literal}{',' if last else ''}")
+    lines.append(f"{ENTRY_INDENT}{DATA[rule.kind][0]}),")
     return head + "\n".join(lines) + "\n"
 
 
@@ -148,11 +161,10 @@ def page_text(rule: NewRule) -> str:
 
 
 def paragraph(text: str) -> str:
-    """Prose wrapped as the pages wrap it; code blocks and lists as they are."""
-    text = text.strip()
-    if text.startswith(("```", "- ")):
-        return text
-    return textwrap.fill(text, width=96)
+    """Prose wrapped as the pages wrap it; code blocks, lists and tables as they are."""
+    blocks = [block.strip() for block in text.strip().split("\n\n")]
+    return "\n\n".join(block if block.startswith(("```", "- ", "|")) or "```" in block
+                        else textwrap.fill(block, width=96) for block in blocks)
 
 
 SITE_MODULE = '''\
@@ -182,7 +194,7 @@ class {class_name}(SiteRule):
             return
         given = site.arguments.keywords.get(EXAMPLE_KEYWORD)
         if given is not None and bool_value(given.value) is True:
-            yield self.site_finding(site, data={{"keyword": EXAMPLE_KEYWORD}})
+            yield self.site_finding(site, {{"keyword": EXAMPLE_KEYWORD}})
 '''
 
 SEGMENT_MODULE = '''\
@@ -195,7 +207,8 @@ from typing import Iterator
 import libcst as cst
 
 from ckptlint.analysis.segment import Segment
-from ckptlint.checks.segment_base import SegmentRule, snippet
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import source_text
 from ckptlint.findings import Finding
 
 # ({placeholder}: what the rule flags until its real test is written)
@@ -206,7 +219,7 @@ class {class_name}(SegmentRule):
     """{summary}"""
 
     code = "{code}"
-    message = ("checkpointed code calls `{{call}}` "
+    message = ("checkpointed code calls `{{call:short}}` "
                "({placeholder}: what goes wrong in the replay, and what to do instead)")
 
     def check(self, segment: Segment) -> Iterator[Finding]:
@@ -215,7 +228,7 @@ class {class_name}(SegmentRule):
                 func = call.node.func
                 if isinstance(func, cst.Name) and func.value == EXAMPLE_FUNCTION:
                     yield self.at(segment, reached, call.node,
-                                  data={{"call": snippet(reached.module, call.node)}})
+                                  {{"call": source_text(reached.module, call.node)}})
 '''
 
 SITE_FIXTURE = '''\
@@ -270,6 +283,14 @@ COMMON_SECTIONS = {
     "References": "- [torch.utils.checkpoint](https://pytorch.org/docs/stable/checkpoint.html)",
 }
 
+DATA_INTRO = """
+In `--format json` (and SARIF's `properties.data`) each finding carries `data`, the facts
+its message is rendered from. Read these fields, never the message: its wording may
+change, the fields stay (more may be added). Schema: `docs/schema/findings.schema.json`.
+
+| Field | Type | Meaning |
+|---|---|---|"""
+
 PAGE_SECTIONS = {
     "site": {
         **COMMON_SECTIONS,
@@ -300,7 +321,11 @@ def forward(x):
 ```
 ''',
         "Options": "None.",
-        "Finding data": "- `keyword`: the keyword passed ({placeholder}).",
+        "Finding data": DATA_INTRO + """
+| `api` | string | qualified name of the checkpoint API (`torch.utils.checkpoint.checkpoint`) |
+| `mode` | `"reentrant"` \\| `"non-reentrant"` \\| `"unknown"` | the checkpoint mode of this call |
+| `keyword` | string | the keyword passed ({placeholder}) |
+""",
     },
     "segment": {
         **COMMON_SECTIONS,
@@ -335,7 +360,10 @@ def forward(x):
 ```
 ''',
         "Options": "- `max-depth`: how deep the segment is followed.",
-        "Finding data": "- `call`: the call, as written ({placeholder}).",
+        "Finding data": DATA_INTRO + """
+| `call` | string | the call's source on one line ({placeholder}) |
+| `hazard` | object, optional | `filename`, `row` of the hazard when the finding is reported at its checkpoint because the hazard's file was not linted |
+""",
     },
 }
 
