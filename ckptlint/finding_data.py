@@ -1,10 +1,10 @@
-"""The fields of each code's finding `data`: the contract its readers rely on.
+"""Shapes of finding `data`: the contract its readers rely on.
 
-`check(code, data)` is what `Finding.from_json` applies to data read back from a cache or a
-`--findings` file (ShapeError on a field of the wrong type); the JSON Schema of the JSON
-output (`docs/schema/findings.schema.json`) is generated from the same table
-(`python scripts/findings_schema.py`). Objects may carry more fields than listed here: fields
-are added, never removed.
+Each code's shape is the `data` of its entry in `ckptlint.registry`. `Finding.from_json`
+checks data read back from a cache or a `--findings` file against it (ShapeError on a field
+of the wrong type); the JSON Schema of the JSON output (`docs/schema/findings.schema.json`) is
+generated from the same shapes (`python scripts/findings_schema.py`). Objects may carry more
+fields than listed: fields are added, never removed.
 """
 
 from __future__ import annotations
@@ -123,47 +123,3 @@ SEGMENT = Obj({}, {"hazard": PLACE})
 STATE = SEGMENT.with_fields({"state": STR, "owner": STR, "attribute": STR,
                              "changes": ListOf(CHANGE)})
 TORCH_DRAW = OneOf(("call", "dropout_p", "module"))
-
-DATA: dict[str, Obj] = {
-    "CKP101": CALL.with_fields({"decided_by": OneOf(("api", "checkpoint_impl",
-                                                     "use_reentrant"))}),
-    "CKP102": CALL,
-    "CKP103": CALL.with_fields({"problems": ListOf(Obj(
-        {"kind": OneOf(("keywords", "option", "containers"))},
-        {"keywords": ListOf(STR), "option": STR}))}),
-    "CKP104": CALL.with_fields({
-        "versions": STR, "version": STR,
-        "version_source": OneOf(("config", "declared", "installed", "unknown")),
-        "enabled_by": OneOf(("gradient_checkpointing_enable", "gradient_checkpointing"))}),
-    "CKP105": CALL,
-    "CKP201": STATE,
-    "CKP202": SEGMENT.with_fields({"source": STR, "kind": OneOf((
-        "wall-clock", "clock", "process-clock", "thread-clock", "environment", "process-id",
-        "working-directory", "entropy", "thread", "process", "host-name", "clock-and-host"))}),
-    "CKP203": SEGMENT.with_fields({"expression": STR, "branch": OneOf((
-        "if", "while", "conditional", "assert", "boolean", "comprehension", "other"))}),
-    "CKP204": STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
-                                {"expression": STR}),
-    "CKP301": SEGMENT.with_fields({"device": STR, "draws_random": BOOL},
-                                  {"rng": STR, "draw": TORCH_DRAW, "built": STR,
-                                   "rng_at": PLACE}),
-    "CKP302": SEGMENT.with_fields({"rng": STR, "draw": TORCH_DRAW, "checkpoint": PLACE},
-                                  {"built": STR}),
-    "CKP303": SEGMENT.with_fields({"rng": STR, "draw": OneOf(("python", "numpy", "factory",
-                                                              "generator"))}),
-    "CKP401": STATE.with_fields(
-        {"effect": OneOf(("write", "running-stats", "output")), "grad_guarded": BOOL},
-        {"write": OneOf(("assign", "augassign", "item", "del", "method")), "method": STR,
-         "target": OneOf(("attribute", "global", "nonlocal", "module-state")),
-         "enclosing": STR, "module_class": STR}),
-    "CKP501": Obj({"function": STR}),
-    "CKP502": Obj({}),
-    "CKP901": CALL.with_fields({"reason": STR}),
-    "CKP902": Obj({"codes": ListOf(STR)}),
-    "CKP999": Obj({"error": STR}),
-}
-
-
-def check(code: str, data: Any) -> None:
-    """ShapeError unless `data` has the fields of `code`'s findings."""
-    DATA[code].check(data, "data")

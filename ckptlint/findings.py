@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ckptlint.finding_data import check as check_data
 from ckptlint.registry import RULES, rule_info
 from ckptlint.storage.plain_data import (MAX_INT, ShapeError, member, want_dict, want_int, want_list,
                                          want_optional_str, want_plain, want_str, want_strs)
@@ -194,7 +193,7 @@ class Finding:
 def finding_data(code: str, data: Any) -> dict[str, Any]:
     """A finding's `data` as read back: JSON values with the fields of `code`'s findings."""
     want_plain(data, "data")
-    check_data(code, data)
+    rule_info(code).data.check(data, "data")
     return data
 
 

@@ -1,12 +1,49 @@
-"""The rule catalogue: every code ckptlint can report, its name, severity and default state.
+"""The rule registry: every code ckptlint can report, and everything known about it.
 
-This table is the single source of truth for codes; it imports nothing heavy so that
-selection, output and `ckptlint rule` work without loading the analysis.
+One entry per code: name, severity, summary, how dynamic mode judges it, whether it has a
+fix, whether it is on by default, the class that implements it and the fields of its
+findings' data. The engine's rule list (`ckptlint.checks.RULE_CLASSES`), dynamic mode's
+verdict code sets, `ckptlint rule --all`, the check of findings read back
+(`Finding.from_json`), the JSON Schema (scripts/findings_schema.py) and the README's rule table
+(`python -m ckptlint.dev rule-table`) are all read from here; tests/test_registry.py checks
+that the implementations, the pages in `rules/` and the README agree with it.
+
+It imports nothing heavy: selection, output and `ckptlint rule` use it without loading the
+analysis. `python -m ckptlint.dev new-rule` adds an entry (docs/architecture.md, "Adding a
+rule").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+from ckptlint.finding_data import (BOOL, CALL, PLACE, SEGMENT, STATE, STR, TORCH_DRAW, ListOf,
+                                   Obj, OneOf)
+
+
+class Dynamic(Enum):
+    """How `ckptlint dynamic` judges a finding of the code (ckptlint/dynamic/verdicts.py)."""
+
+    STATIC_ONLY = "static-only"  # no runtime check: the verdict is always "static-only"
+    REENTRANT_PATH = "reentrant-path"  # confirmed by watching the call run reentrant
+    STATE_CHANGE = "state-change"  # forward and replay compared; the named state read around each
+    SIDE_EFFECT = "side-effect"  # confirmed when the line (or the state) runs again in the replay
+    DEVICE = "device"  # forward and replay compared; the devices touched are the evidence
+    REPLAY_COMPARE = "replay-compare"  # forward and replay compared, saved tensors by value
+
+
+class FixKind(Enum):
+    NONE = "none"
+    SAFE = "safe"  # applied by `--fix`
+    UNSAFE = "unsafe"  # applied by `--fix --unsafe-fixes`
+
+
+# Shorter names for the table below.
+STATIC_ONLY, REENTRANT_PATH, STATE_CHANGE = (Dynamic.STATIC_ONLY, Dynamic.REENTRANT_PATH,
+                                             Dynamic.STATE_CHANGE)
+SIDE_EFFECT, DEVICE, REPLAY_COMPARE = Dynamic.SIDE_EFFECT, Dynamic.DEVICE, Dynamic.REPLAY_COMPARE
+NO_FIX, SAFE_FIX, UNSAFE_FIX = FixKind.NONE, FixKind.SAFE, FixKind.UNSAFE
 
 
 @dataclass(frozen=True)
@@ -14,49 +51,119 @@ class RuleInfo:
     code: str
     name: str
     severity: str  # "error" | "warning" | "info"
-    summary: str
+    dynamic: Dynamic
+    fix: FixKind
+    # "module:Class" of the rule, or None for codes the engine, dynamic mode or profile
+    # produce themselves (CKP501, CKP502, CKP902, CKP999).
+    implementation: str | None
+    summary: str  # what it flags, in one line (README table, `ckptlint rule --all`, SARIF)
+    # The fields of its findings' `data` (`ckptlint.finding_data`): what `Finding.from_json`
+    # checks, the JSON Schema (scripts/findings_schema.py) and the rule page document.
+    data: Obj
     default_on: bool = True
 
 
 RULES: dict[str, RuleInfo] = {
     info.code: info
     for info in (
-        RuleInfo("CKP101", "reentrant-checkpoint", "warning",
-                 "checkpoint runs in reentrant mode"),
-        RuleInfo("CKP102", "implicit-use-reentrant", "warning",
-                 "checkpoint called without `use_reentrant`, so it runs reentrant"),
-        RuleInfo("CKP103", "reentrant-incompatible-call", "error",
-                 "reentrant checkpoint call that fails or loses gradients"),
-        RuleInfo("CKP104", "hf-implicit-reentrant", "warning",
-                 "transformers gradient checkpointing enabled without `use_reentrant`"),
-        RuleInfo("CKP105", "determinism-check-disabled", "info",
-                 "`determinism_check=\"none\"` turns off the replay metadata check"),
-        RuleInfo("CKP201", "mutable-state-read", "warning",
-                 "checkpointed code reads state that is changed elsewhere"),
-        RuleInfo("CKP202", "external-state-read", "info",
-                 "checkpointed code reads time, environment or process state"),
-        RuleInfo("CKP203", "data-dependent-branch", "warning",
-                 "checkpointed code branches on tensor values"),
-        RuleInfo("CKP204", "state-dependent-branch", "warning",
-                 "checkpointed code branches on mutable state"),
-        RuleInfo("CKP301", "device-move-in-segment", "warning",
-                 "checkpointed code moves tensors to a device whose RNG was not saved"),
-        RuleInfo("CKP302", "unpreserved-rng", "error",
-                 "randomness inside a checkpoint with `preserve_rng_state=False`"),
-        RuleInfo("CKP303", "foreign-rng", "warning",
-                 "Python, NumPy or user generator randomness inside a checkpoint"),
-        RuleInfo("CKP401", "side-effect-in-segment", "warning",
-                 "checkpointed code mutates outer state, which happens again on replay"),
-        RuleInfo("CKP501", "replay-divergence", "warning",
-                 "a watched replay differed from its forward"),
-        RuleInfo("CKP502", "checkpoint-not-worth-it", "info",
-                 "the checkpoint frees little activation memory for its recompute cost"),
-        RuleInfo("CKP901", "unresolved-target", "info",
-                 "the checkpointed function could not be resolved", default_on=False),
-        RuleInfo("CKP902", "unused-noqa", "info",
-                 "a `# noqa` directive that suppresses nothing", default_on=False),
-        RuleInfo("CKP999", "parse-error", "error",
-                 "the file could not be read or parsed"),
+        RuleInfo("CKP101", "reentrant-checkpoint", "warning", REENTRANT_PATH, NO_FIX,
+                 "ckptlint.checks.reentrant_checkpoint:ReentrantCheckpoint",
+                 "`use_reentrant=True`, `CheckpointImpl.REENTRANT`, or a reentrant-only wrapper "
+                 "(DeepSpeed, Megatron, fairseq)",
+                 CALL.with_fields({"decided_by": OneOf(("api", "checkpoint_impl",
+                                                        "use_reentrant"))})),
+        RuleInfo("CKP102", "implicit-use-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
+                 "ckptlint.checks.implicit_use_reentrant:ImplicitUseReentrant",
+                 "`checkpoint`/`checkpoint_sequential` without `use_reentrant` (torch warns, "
+                 "then runs reentrant)",
+                 CALL),
+        RuleInfo("CKP103", "reentrant-incompatible-call", "error", REENTRANT_PATH, NO_FIX,
+                 "ckptlint.checks.reentrant_incompatible_call:ReentrantIncompatibleCall",
+                 "reentrant calls that raise or lose gradients: keyword arguments, "
+                 "`context_fn`/`debug`, tensors inside lists/dicts",
+                 CALL.with_fields({"problems": ListOf(Obj(
+                     {"kind": OneOf(("keywords", "option", "containers"))},
+                     {"keywords": ListOf(STR), "option": STR}))})),
+        RuleInfo("CKP104", "hf-implicit-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
+                 "ckptlint.checks.hf_implicit_reentrant:HfImplicitReentrant",
+                 "transformers `gradient_checkpointing_enable()` / "
+                 "`TrainingArguments(gradient_checkpointing=True)` without `use_reentrant`, "
+                 "before transformers 5.0",
+                 CALL.with_fields({
+                     "versions": STR, "version": STR,
+                     "version_source": OneOf(("config", "declared", "installed", "unknown")),
+                     "enabled_by": OneOf(("gradient_checkpointing_enable",
+                                          "gradient_checkpointing"))})),
+        RuleInfo("CKP105", "determinism-check-disabled", "info", STATIC_ONLY, NO_FIX,
+                 "ckptlint.checks.determinism_check_disabled:DeterminismCheckDisabled",
+                 "`determinism_check=\"none\"`",
+                 CALL),
+        RuleInfo("CKP201", "mutable-state-read", "warning", STATE_CHANGE, NO_FIX,
+                 "ckptlint.checks.mutable_state_read:MutableStateRead",
+                 "a segment reads global or instance state that is changed elsewhere",
+                 STATE),
+        RuleInfo("CKP202", "external-state-read", "info", REPLAY_COMPARE, NO_FIX,
+                 "ckptlint.checks.external_state_read:ExternalStateRead",
+                 "a segment reads time, environment or process state",
+                 SEGMENT.with_fields({"source": STR, "kind": OneOf((
+                     "wall-clock", "clock", "process-clock", "thread-clock", "environment",
+                     "process-id", "working-directory", "entropy", "thread", "process",
+                     "host-name", "clock-and-host"))})),
+        RuleInfo("CKP203", "data-dependent-branch", "warning", REPLAY_COMPARE, NO_FIX,
+                 "ckptlint.checks.data_dependent_branch:DataDependentBranch",
+                 "a branch on tensor values inside a segment",
+                 SEGMENT.with_fields({"expression": STR, "branch": OneOf((
+                     "if", "while", "conditional", "assert", "boolean", "comprehension",
+                     "other"))})),
+        RuleInfo("CKP204", "state-dependent-branch", "warning", STATE_CHANGE, NO_FIX,
+                 "ckptlint.checks.state_dependent_branch:StateDependentBranch",
+                 "a branch on mutable state, or on `torch.is_grad_enabled()` in a reentrant "
+                 "segment",
+                 STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
+                                   {"expression": STR})),
+        RuleInfo("CKP301", "device-move-in-segment", "warning", DEVICE, NO_FIX,
+                 "ckptlint.checks.device_move_in_segment:DeviceMoveInSegment",
+                 "a move to a device whose RNG the checkpoint did not save",
+                 SEGMENT.with_fields({"device": STR, "draws_random": BOOL},
+                                     {"rng": STR, "draw": TORCH_DRAW, "built": STR,
+                                      "rng_at": PLACE})),
+        RuleInfo("CKP302", "unpreserved-rng", "error", REPLAY_COMPARE, NO_FIX,
+                 "ckptlint.checks.unpreserved_rng:UnpreservedRng",
+                 "randomness under `preserve_rng_state=False`",
+                 SEGMENT.with_fields({"rng": STR, "draw": TORCH_DRAW, "checkpoint": PLACE},
+                                     {"built": STR})),
+        RuleInfo("CKP303", "foreign-rng", "warning", REPLAY_COMPARE, NO_FIX,
+                 "ckptlint.checks.foreign_rng:ForeignRng",
+                 "Python `random`, NumPy random or a user `torch.Generator` inside a segment",
+                 SEGMENT.with_fields({"rng": STR, "draw": OneOf((
+                     "python", "numpy", "factory", "generator"))})),
+        RuleInfo("CKP401", "side-effect-in-segment", "warning", SIDE_EFFECT, NO_FIX,
+                 "ckptlint.checks.side_effect_in_segment:SideEffectInSegment",
+                 "mutation of outer state, in-place buffer updates, logging (they happen again "
+                 "on replay)",
+                 STATE.with_fields(
+                     {"effect": OneOf(("write", "running-stats", "output")),
+                      "grad_guarded": BOOL},
+                     {"write": OneOf(("assign", "augassign", "item", "del", "method")),
+                      "method": STR,
+                      "target": OneOf(("attribute", "global", "nonlocal", "module-state")),
+                      "enclosing": STR, "module_class": STR})),
+        RuleInfo("CKP501", "replay-divergence", "warning", REPLAY_COMPARE, NO_FIX, None,
+                 "(dynamic) a watched replay differed from its forward",
+                 Obj({"function": STR})),
+        RuleInfo("CKP502", "checkpoint-not-worth-it", "info", STATIC_ONLY, NO_FIX, None,
+                 "(profile) little activation memory freed for the recompute",
+                 Obj({})),
+        RuleInfo("CKP901", "unresolved-target", "info", STATIC_ONLY, NO_FIX,
+                 "ckptlint.checks.unresolved_target:UnresolvedTarget",
+                 "the checkpointed function could not be resolved",
+                 CALL.with_fields({"reason": STR}), default_on=False),
+        RuleInfo("CKP902", "unused-noqa", "info", STATIC_ONLY, NO_FIX, None,
+                 "a `# noqa` that suppresses nothing",
+                 Obj({"codes": ListOf(STR)}), default_on=False),
+        RuleInfo("CKP999", "parse-error", "error", STATIC_ONLY, NO_FIX, None,
+                 "a file could not be read or parsed",
+                 Obj({"error": STR})),
     )
 }
 
@@ -68,3 +175,13 @@ def rule_info(code: str) -> RuleInfo:
 def codes_matching(selector: str) -> list[str]:
     """Codes that a selector (a full code or a prefix such as `CKP2`) covers."""
     return [code for code in RULES if code.startswith(selector)]
+
+
+def implementations() -> tuple[str, ...]:
+    """The rule classes the engine runs, by import path, in code order."""
+    return tuple(info.implementation for info in RULES.values() if info.implementation)
+
+
+def codes_judged(*ways: Dynamic) -> frozenset[str]:
+    """The codes dynamic mode judges in one of these ways."""
+    return frozenset(code for code, info in RULES.items() if info.dynamic in ways)

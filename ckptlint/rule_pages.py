@@ -16,6 +16,11 @@ import click
 
 from ckptlint.registry import RULES, RuleInfo
 
+# The sections of every page, in order (tests/test_rule_pages.py checks them, and
+# `python -m ckptlint.dev new-rule` writes them).
+SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety",
+            "Options", "Finding data", "References")
+
 PACKAGE = Path(__file__).resolve().parent
 INSTALLED_PAGES = PACKAGE / "rule_pages_data"
 SOURCE_PAGES = PACKAGE.parent / "rules"
@@ -28,8 +33,12 @@ def pages_dir() -> Path:
     return SOURCE_PAGES
 
 
+def page_name(info: RuleInfo) -> str:
+    return f"{info.code}-{info.name}.md"
+
+
 def page_filename(code: str) -> str:
-    return f"{code}-{RULES[code].name}.md"
+    return page_name(RULES[code])
 
 
 def page_path(code: str) -> Path | None:
@@ -118,6 +127,7 @@ def find_code(query: str) -> str | None:
 def info_json(info: RuleInfo) -> dict:
     return {"code": info.code, "name": info.name, "severity": info.severity,
             "summary": info.summary, "default_on": info.default_on,
+            "fix": info.fix.value, "dynamic": info.dynamic.value,
             "page": page_text(info.code)}
 
 

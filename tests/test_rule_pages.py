@@ -15,11 +15,9 @@ import pytest
 from ckptlint.registry import RULES
 from ckptlint.config import parse_table
 from ckptlint.engine.run import lint
-from ckptlint.rule_pages import SOURCE_PAGES, code_blocks, page_filename, section
+from ckptlint.rule_pages import SECTIONS, SOURCE_PAGES, code_blocks, page_filename, section
 from tests.cli_helpers import REPO, run_cli
 
-SECTIONS = ["What it does", "Why is this bad?", "Example", "Use instead", "Fix safety",
-            "Options", "Finding data", "References"]
 # Examples that need a real run (dynamic/profile) or a broken file are checked differently.
 NEEDS_A_RUN = {"CKP501", "CKP502"}
 PAGE_NAME = re.compile(r"^(CKP\d{3})-([a-z0-9-]+)\.md$")
@@ -61,7 +59,7 @@ def test_page_has_the_sections_in_order(code):
     text = page(code)
     assert text.splitlines()[0] == f"# {code}: {RULES[code].name}"
     headings = [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
-    assert headings == SECTIONS
+    assert headings == list(SECTIONS)
     for title in SECTIONS:
         assert section(text, title), f"{code}: `## {title}` is empty"
     for title in ("Example", "Use instead"):

@@ -121,3 +121,9 @@ def test_rule_command_from_an_installed_wheel(wheel, tmp_path):
     assert "rule_pages_data" in subprocess.run(
         [str(python), "-c", "from ckptlint.rule_pages import pages_dir; print(pages_dir())"],
         cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    # The contributor tools need a checkout; from the wheel they say so in one line.
+    dev = subprocess.run([str(python), "-m", "ckptlint.dev", "rule-table", "--check"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert dev.returncode == 2
+    assert dev.stderr.startswith("ckptlint.dev: error: ") and "not a source checkout" in dev.stderr
+    assert dev.stderr.count("\n") == 1

@@ -15,6 +15,9 @@ pyflakes-like and lazy. It answers two questions for the segment rules:
 
 Other files are looked at only when a segment reads a module-level name: their text is
 searched for `.NAME` first, and only files that also mention the module are parsed.
+
+Answers are kept for the whole run; each records the files it rests on in the project's
+dependency recorder (`ckptlint.analysis.dependencies`), also when it is reused.
 """
 
 from __future__ import annotations
@@ -329,11 +332,13 @@ class BindingModel:
     def __init__(self, project: Project, resolver: Resolver) -> None:
         self.project = project
         self.resolver = resolver
+        self.dependencies = project.dependencies
         self._modules: dict[int, ModuleWriteCollector] = {}
-        self._classes: dict[int, dict[str, list[Change]]] = {}
+        self._classes: dict[int, tuple[dict[str, list[Change]], tuple[Path, ...]]] = {}
         self._files: list[Path] | None = None
         self._texts: dict[Path, str | None] = {}
-        self._external: dict[tuple[str, str], list[Change]] = {}
+        # Kept answers (`DependencyRecorder.cached`): (answer, files it rests on).
+        self._external: dict[tuple[str, str], tuple[list[Change], tuple[Path, ...]]] = {}
         self._setup: dict[int, set[str]] = {}
 
     # -- modules -----------------------------------------------------------------------
@@ -352,19 +357,29 @@ class BindingModel:
         `rebinding_counts=False` for a reader that imported the value (`from m import NAME`):
         rebinding `m.NAME` later does not change the reader's copy; mutating it does.
         """
-        changes = list(self.module_writes(module).own.get(name, []))
+        changes = self.own_changes(module, name)
         changes += self.external_changes(module, name)
         if not rebinding_counts:
             changes = [c for c in changes if c.how == "mutated in place"]
+        return self.recorded(changes)
+
+    def own_changes(self, module: SourceModule, name: str) -> list[Change]:
+        """Run-time changes of `module.name` inside `module` itself."""
+        return self.recorded(list(self.module_writes(module).own.get(name, [])))
+
+    def recorded(self, changes: list[Change]) -> list[Change]:
+        """`changes`, with the files they are in recorded as dependencies."""
+        self.dependencies.record_all(change.module.path for change in changes)
         return changes
 
     def external_changes(self, module: SourceModule, name: str) -> list[Change]:
         """`m.NAME = ...` and the like in any project file (the module's own file included)."""
         if not module.name:
             return []
-        key = (module.name, name)
-        if key in self._external:
-            return self._external[key]
+        return self.dependencies.cached(self._external, (module.name, name),
+                                        lambda: self.find_external_changes(module, name))
+
+    def find_external_changes(self, module: SourceModule, name: str) -> list[Change]:
         short = module.name.rsplit(".", 1)[-1]
         quoted_name, quoted_short = re.escape(name), re.escape(short)
         alias = re.compile(rf"^[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]+[^\n]*?\b{quoted_short}"
@@ -396,7 +411,6 @@ class BindingModel:
                 if attr == name and (qualname == module.name
                                      or module.name.endswith(f".{qualname}")):
                     changes.extend(found)
-        self._external[key] = changes
         return changes
 
     def project_files(self) -> list[Path]:
@@ -444,19 +458,23 @@ class BindingModel:
         return self._texts[path]
 
     # -- classes -----------------------------------------------------------------------
+    def attribute_changes(self, cls: ClassInfo, attr: str) -> list[Change]:
+        """Changes of `self.<attr>` outside setup in `cls` and its project base classes."""
+        return self.recorded(list(self.class_changes(cls).get(attr, [])))
+
     def class_changes(self, cls: ClassInfo) -> dict[str, list[Change]]:
         """`self.X` changes outside setup in `cls` and its project base classes."""
-        key = id(cls.node)
-        if key in self._classes:
-            return self._classes[key]
-        self._classes[key] = {}  # cycles in bases
+        return self.dependencies.cached(self._classes, id(cls.node),
+                                        lambda: self.merged_class_changes(cls),
+                                        while_computing={})  # cycles in bases
+
+    def merged_class_changes(self, cls: ClassInfo) -> dict[str, list[Change]]:
         merged: dict[str, list[Change]] = {}
         for attr, changes in self.own_class_changes(cls).items():
             merged.setdefault(attr, []).extend(changes)
         for base in self.resolver.base_classes(cls):
             for attr, changes in self.class_changes(base).items():
                 merged.setdefault(attr, []).extend(changes)
-        self._classes[key] = merged
         return merged
 
     def setup_names(self, class_node: cst.ClassDef) -> set[str]:

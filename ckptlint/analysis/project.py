@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from ckptlint.analysis.dependencies import DependencyRecorder
 from ckptlint.syntax.reading import Limits, SourceError
 
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
@@ -44,9 +45,9 @@ class Project:
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._package_roots: dict[Path, Path] = {}
         self._resolved_folders: dict[Path, Path] = {}
-        # While set (by the engine, per linted file): every path looked at to resolve names,
-        # found or not, so that the cache can tell when a result depends on another file.
-        self.accessed: set[Path] | None = None
+        # Every path looked at to resolve names, found or not, is recorded here (the engine
+        # keeps a recording per linted file: the cache's dependencies).
+        self.dependencies = DependencyRecorder()
 
     def add_root_for(self, path: Path) -> None:
         folder = path.resolve().parent if path.is_symlink() else self._resolved(path.parent)
@@ -99,8 +100,7 @@ class Project:
     def module_at(self, path: Path) -> SourceModule | None:
         """The parsed module at `path` (None when it cannot be read or parsed)."""
         path = path.resolve()
-        if self.accessed is not None:
-            self.accessed.add(path)
+        self.dependencies.record(path)
         if path not in self._by_path:
             from ckptlint.syntax.source import load_module
 
@@ -122,8 +122,7 @@ class Project:
         for root in self.roots:
             base = root.joinpath(*parts)
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-                if self.accessed is not None:
-                    self.accessed.add(candidate)
+                self.dependencies.record(candidate)
                 if os.path.isfile(candidate):  # (False in a folder we may not read)
                     return candidate
         return None
@@ -141,8 +140,7 @@ class Project:
         when that file may itself define `fx`.
         """
         path = path.resolve()
-        if self.accessed is not None:
-            self.accessed.add(path)
+        self.dependencies.record(path)
         module = self._by_path.get(path)
         if module is not None:
             return name in module.scopes.module_scope.bindings

@@ -194,12 +194,19 @@ class Segment:
 
 
 class SegmentBuilder:
-    """Builds segments; each function's callees are resolved once per run."""
+    """Builds segments; each function's callees are resolved once per run.
+
+    A built segment records the files it rests on (its functions', and those looked at to
+    resolve their calls, also when kept from an earlier file) in the project's dependency
+    recorder.
+    """
 
     def __init__(self, resolver: Resolver, max_depth: int) -> None:
         self.resolver = resolver
         self.max_depth = max_depth
-        self._callees: dict[int, list[tuple[FunctionValue, str]]] = {}
+        self.dependencies = resolver.project.dependencies
+        # Kept answers (`DependencyRecorder.cached`): (callees, files they rest on).
+        self._callees: dict[int, tuple[list[tuple[FunctionValue, str]], tuple]] = {}
         self._facts: dict[int, FunctionFacts] = {}
 
     def facts(self, function: FunctionValue) -> FunctionFacts:
@@ -230,14 +237,16 @@ class SegmentBuilder:
                 callee_fresh = how == "fresh" or (how == "self" and reached.fresh_self)
                 queue.append(Reached(callee, (*reached.chain, chain_name(callee)),
                                      reached.depth + 1, fresh_self=callee_fresh))
+        self.dependencies.record_all(reached.module.path for reached in segment.functions)
         return segment
 
     def callees(self, function: FunctionValue) -> list[tuple[FunctionValue, str]]:
         """Project functions the body calls, each with how: "fresh" (a method of an object
         built right there), "self" (`self.method(...)`) or "other"."""
-        key = id(function.node)
-        if key in self._callees:
-            return self._callees[key]
+        return self.dependencies.cached(self._callees, id(function.node),
+                                        lambda: self.find_callees(function))
+
+    def find_callees(self, function: FunctionValue) -> list[tuple[FunctionValue, str]]:
         found: dict[int, tuple[FunctionValue, str]] = {}
         for call in self.facts(function).calls:
             func = call.node.func
@@ -249,8 +258,7 @@ class SegmentBuilder:
                     how = "self"
             for callee in self.resolve_call(call.node, function, call.scope):
                 found.setdefault(id(callee.node), (callee, how))
-        self._callees[key] = list(found.values())
-        return self._callees[key]
+        return list(found.values())
 
     def resolve_call(self, call: cst.Call, function: FunctionValue,
                      scope: Scope) -> list[FunctionValue]:

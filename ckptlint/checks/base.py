@@ -1,4 +1,4 @@
-"""What every rule has: its code (the catalogue gives name and severity), its wording and
+"""What every rule has: its code (the registry gives name and severity), its wording and
 finding helpers.
 
 A rule words its findings with class attributes: `message`, a template over the finding's
@@ -8,28 +8,16 @@ creates findings with `data` only; `finding` renders the message from them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping
 
 import libcst as cst
 
 from ckptlint.registry import rule_info
-from ckptlint.config import Config
 from ckptlint.findings import Finding, Fix
 from ckptlint.messages import Phrases, render
-from ckptlint.analysis.project import Project
-from ckptlint.analysis.resolve import Resolver
 from ckptlint.analysis.sites import Site
+from ckptlint.checks.context import RuleContext
 from ckptlint.syntax.source import SourceModule
-
-
-@dataclass
-class RuleContext:
-    config: Config
-    project: Project
-    resolver: Resolver
-    # Per-run state rules share (e.g. built segments, the project binding model), by key.
-    cache: dict[str, Any] = field(default_factory=dict)
 
 
 class Rule:

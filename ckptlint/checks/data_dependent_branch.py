@@ -29,7 +29,7 @@ class DataDependentBranch(SegmentRule):
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
-            inference = self.tensors(reached)
+            inference = self.context.tensors(reached)
             seen: set[int] = set()
             for condition in facts.conditions:
                 if inference.level(condition.test, condition.scope) != STRONG:

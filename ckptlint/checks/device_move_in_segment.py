@@ -35,9 +35,8 @@ class DeviceMoveInSegment(SegmentRule):
     def check(self, segment: Segment) -> Iterator[Finding]:
         randomness = None
         for reached, facts in self.functions(segment):
-            self.callee = reached.depth > 0
             for call in facts.calls:
-                target = self.move_target(call.node, call.scope)
+                target = self.move_target(call.node, call.scope, callee=reached.depth > 0)
                 if target is None:
                     continue
                 if randomness is None:
@@ -59,8 +58,10 @@ class DeviceMoveInSegment(SegmentRule):
                                        "row": reached.module.start(call.node).row}}
         return {"draws_random": False}
 
-    def move_target(self, call: cst.Call, scope: Scope):
-        """The device expression a call moves to, when it is a non-CPU device not of an input."""
+    def move_target(self, call: cst.Call, scope: Scope, *, callee: bool):
+        """The device expression a call moves to, when it is a non-CPU device not of an input.
+
+        `callee`: the call is in a function the target calls, not in the target itself."""
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -76,23 +77,26 @@ class DeviceMoveInSegment(SegmentRule):
                 if device is None:
                     positional = [a.value for a in call.args if a.keyword is None and not a.star]
                     device = positional[0] if positional else None
-                if device is not None and self.is_foreign_device(device, scope, named=named):
+                if device is not None and self.is_foreign_device(device, scope, named=named,
+                                                                 callee=callee):
                     return device
                 return None
             elif method.startswith("new_"):
                 device = keyword(call, "device")
-                if device is not None and self.is_foreign_device(device, scope, named=True):
+                if device is not None and self.is_foreign_device(device, scope, named=True,
+                                                                 callee=callee):
                     return device
                 return None
         names = import_qualnames(func, scope)
         if any(n.startswith("torch.") and n.count(".") == 1 and n[6:7].islower() for n in names):
             device = keyword(call, "device")
-            if device is not None and self.is_foreign_device(device, scope, named=True):
+            if device is not None and self.is_foreign_device(device, scope, named=True,
+                                                             callee=callee):
                 return device
         return None
 
     def is_foreign_device(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
-                          named: bool = False) -> bool:
+                          named: bool = False, *, callee: bool) -> bool:
         """A device other than the CPU and not taken from a tensor (`x.device` is fine).
 
         `named`: passed as `device=...`, so any variable there is a device (elsewhere, only
@@ -108,7 +112,7 @@ class DeviceMoveInSegment(SegmentRule):
         if isinstance(expr, cst.Call):
             names = import_qualnames(expr.func, scope)
             if "torch.device" in names and expr.args:
-                return self.is_foreign_device(expr.args[0].value, scope, depth + 1)
+                return self.is_foreign_device(expr.args[0].value, scope, depth + 1, callee=callee)
             return False
         if isinstance(expr, cst.Attribute):
             attr = expr.attr.value
@@ -121,18 +125,18 @@ class DeviceMoveInSegment(SegmentRule):
                 return False
             for binding in bindings:
                 if binding.kind == "param":
-                    if getattr(self, "callee", False):
+                    if callee:
                         return False  # a helper's `device` parameter: the caller's choice
                 elif binding.kind in ("assign", "walrus") and binding.value is not None:
                     if not self.is_foreign_device(binding.value, binding.scope, depth + 1,
-                                                  named=True):
+                                                  named=True, callee=callee):
                         return False
                 else:
                     return False  # imports, loop variables, ...: unknown
             return True
         if isinstance(expr, cst.IfExp):
-            return (self.is_foreign_device(expr.body, scope, depth + 1, named)
-                    or self.is_foreign_device(expr.orelse, scope, depth + 1, named))
+            return (self.is_foreign_device(expr.body, scope, depth + 1, named, callee=callee)
+                    or self.is_foreign_device(expr.orelse, scope, depth + 1, named, callee=callee))
         return False
 
 

@@ -1,85 +1,35 @@
-"""The base of the segment rules (CKP2xx-4xx): segments built once per site, shared state.
+"""The base of the segment rules (CKP2xx-4xx), and what several of them ask about state.
 
-`SegmentRule.check_sites` builds (or takes from `context.cache`) the segment of every site
-in a linted file and calls `check(segment)`. Segments, the binding model and the tensor
-inference are shared by all segment rules through the per-run cache.
+The engine builds the segment of every site of a linted file once and calls each segment
+rule's `check(segment)`; the binding model, the tensor inference and a memo for answers
+kept between calls are in the rule's context (`ckptlint.checks.context`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import libcst as cst
 
-from ckptlint.analysis.bindings import BindingModel, Change
+from ckptlint.analysis.bindings import Change
 from ckptlint.findings import Finding
 from ckptlint.analysis.resolve import ClassInfo
 from ckptlint.checks.base import Rule
 from ckptlint.checks.state_facts import StateRead, qualified, source_text
 from ckptlint.analysis.scopes import Scope
-from ckptlint.analysis.segment import (FunctionFacts, Reached, Segment, SegmentBuilder, import_qualnames,
-                              is_framework, iter_segment, top_package)
-from ckptlint.analysis.tensors import TensorInference
+from ckptlint.analysis.segment import (FunctionFacts, Reached, Segment, import_qualnames,
+                                       is_framework, iter_segment, top_package)
 
 
 class SegmentRule(Rule):
-    """A rule about what runs inside checkpointed code (reported at the hazard)."""
+    """A rule about what runs inside checkpointed code (reported at the hazard).
 
-    def check_sites(self, sites) -> Iterable[Finding]:
-        for site in sites:
-            if not site.is_segment or not site.targets:
-                continue
-            segment = self.segment(site)
-            try:
-                yield from self.check(segment)
-            except RecursionError:
-                continue
+    `check` is called once per segment (a site whose targets resolved); whatever it keeps
+    between calls goes in `self.context.memo`, never on the rule.
+    """
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         raise NotImplementedError
-
-    # -- shared, per run ---------------------------------------------------------------
-    @property
-    def builder(self) -> SegmentBuilder:
-        cache = self.context.cache
-        if "segment-builder" not in cache:
-            cache["segment-builder"] = SegmentBuilder(self.context.resolver,
-                                                      self.context.config.max_depth)
-        return cache["segment-builder"]
-
-    @property
-    def bindings(self) -> BindingModel:
-        cache = self.context.cache
-        if "binding-model" not in cache:
-            cache["binding-model"] = BindingModel(self.context.project, self.context.resolver)
-        return cache["binding-model"]
-
-    def segment(self, site) -> Segment:
-        segments = self.context.cache.setdefault("segments", {})
-        key = id(site)
-        if key not in segments:
-            segments[key] = (site, self.builder.build(site))
-        segment = segments[key][1]
-        self.touch(reached.module for reached in segment.functions)
-        return segment
-
-    def touch(self, modules) -> None:
-        """Tell the engine's cache which files this file's findings depend on (cached
-        answers do not go through `Project.module_at`, which records them otherwise)."""
-        accessed = getattr(self.context.project, "accessed", None)
-        if accessed is None:
-            return
-        for module in modules:
-            accessed.add(module.path)
-
-    def tensors(self, reached: Reached) -> TensorInference:
-        inferences = self.context.cache.setdefault("tensor-inference", {})
-        key = id(reached.node)
-        if key not in inferences:
-            inferences[key] = TensorInference(self.context.resolver, reached.module,
-                                              reached.scope, reached.node,
-                                              reached.function.owner)
-        return inferences[key]
 
     def functions(self, segment: Segment) -> Iterator[tuple[Reached, FunctionFacts]]:
         return iter_segment(segment)
@@ -134,9 +84,8 @@ class SegmentRule(Rule):
                     return None
                 if self.context.resolver.find_method(cls, attr) is not None:
                     return None
-                changes = self.bindings.class_changes(cls).get(attr)
+                changes = self.context.bindings.attribute_changes(cls, attr)
                 if changes and not self.written_first(reached, node, attr):
-                    self.touch(change.module for change in changes)
                     return StateRead(f"self.{attr}", qualified(cls.module, cls.qualname), attr,
                                      changes)
                 return None
@@ -144,9 +93,8 @@ class SegmentRule(Rule):
             if owner is not None:
                 if self.context.resolver.find_method(owner, attr) is not None:
                     return None
-                changes = self.bindings.class_changes(owner).get(attr)
+                changes = self.context.bindings.attribute_changes(owner, attr)
                 if changes:
-                    self.touch(change.module for change in changes)
                     return StateRead(f"{owner.node.name.value}.{attr}",
                                      qualified(owner.module, owner.qualname), attr, changes)
                 return None
@@ -156,9 +104,8 @@ class SegmentRule(Rule):
             if module is not None:
                 if not self.is_assigned_global(module, attr):
                     return None
-                changes = self.bindings.global_changes(module, attr)
+                changes = self.context.bindings.global_changes(module, attr)
                 if changes:
-                    self.touch(change.module for change in changes)
                     return StateRead(f"{source_text(reached.module, node.value)}.{attr}",
                                      qualified(module), attr, changes)
         return None
@@ -183,27 +130,25 @@ class SegmentRule(Rule):
         node = reached.node
         if not isinstance(node, cst.FunctionDef) or not isinstance(node.body, cst.IndentedBlock):
             return False
-        rows = self.context.cache.setdefault("first-writes", {})
-        key = (id(node), attr)
-        if key not in rows:
-            rows[key] = None
-            for statement in node.body.body:
-                if not isinstance(statement, cst.SimpleStatementLine):
-                    continue
-                for small in statement.body:
-                    targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
-                               else [small.target] if isinstance(small, cst.AnnAssign)
-                               and small.value is not None else [])
-                    if any(isinstance(t, cst.Attribute) and t.attr.value == attr
-                           and isinstance(t.value, cst.Name)
-                           and self.self_class(reached, t.value, reached.scope) is not None
-                           for t in targets):
-                        rows[key] = reached.module.start(statement).row
-                        break
-                if rows[key] is not None:
-                    break
-        first = rows[key]
+        first = self.context.memo.get(("first-write", id(node), attr),
+                                      lambda: self.first_write_row(reached, node, attr))
         return first is not None and first < reached.module.start(read).row
+
+    def first_write_row(self, reached: Reached, node: cst.FunctionDef, attr: str) -> int | None:
+        """The row of the first plain statement `self.<attr> = ...` of the function body."""
+        for statement in node.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
+                           else [small.target] if isinstance(small, cst.AnnAssign)
+                           and small.value is not None else [])
+                if any(isinstance(t, cst.Attribute) and t.attr.value == attr
+                       and isinstance(t.value, cst.Name)
+                       and self.self_class(reached, t.value, reached.scope) is not None
+                       for t in targets):
+                    return reached.module.start(statement).row
+        return None
 
     def project_module(self, expr: cst.BaseExpression, scope: Scope):
         for qualname in import_qualnames(expr, scope):
@@ -247,17 +192,17 @@ class SegmentRule(Rule):
                 parent = project.module_at(parent_path)
                 if parent is None or not self.is_assigned_global(parent, attr):
                     continue
-                found = self.bindings.global_changes(parent, attr, rebinding_counts=False)
+                found = self.context.bindings.global_changes(parent, attr,
+                                                             rebinding_counts=False)
                 if found and not changes:
                     owner, attribute = qualified(parent), attr
                 changes += found
-            changes += self.bindings.module_writes(module).own.get(name, [])
+            changes += self.context.bindings.own_changes(module, name)
         elif is_framework(top_package(module)):
             # Linting a framework itself (torch): only its own module rebinds its globals.
-            changes = list(self.bindings.module_writes(module).own.get(name, []))
+            changes = self.context.bindings.own_changes(module, name)
         else:
-            changes = self.bindings.global_changes(module, name)
+            changes = self.context.bindings.global_changes(module, name)
         if not changes:
             return None
-        self.touch(change.module for change in changes)
         return StateRead(name, owner, attribute, changes)

@@ -51,7 +51,6 @@ class SideEffectInSegment(SegmentRule):
     }
 
     def check(self, segment: Segment) -> Iterator[Finding]:
-        self._segment_nodes = {id(reached.node) for reached in segment.functions}
         resolver = self.context.resolver
         for reached, facts in self.functions(segment):
             seen: set[int] = set()
@@ -61,9 +60,9 @@ class SideEffectInSegment(SegmentRule):
                 if write.grad_guarded and segment.mode != NON_REENTRANT:
                     continue  # run once by the reentrant `torch.is_grad_enabled()` guard
                 if (write.how == "item" or write.method in ("add", "setdefault", "append")) \
-                        and compact(write.target) in self.memo(reached):
+                        and compact(write.target) in self.memo_containers(reached):
                     continue  # memoization / run-once: the replay finds the entry, adds nothing
-                state = self.outer_state(reached, write)
+                state = self.outer_state(segment, reached, write)
                 if state is None:
                     continue
                 row = reached.module.start(write.node).row
@@ -110,9 +109,10 @@ class SideEffectInSegment(SegmentRule):
                     "changes": [segment_change(reached, call.node, "called")],
                     "grad_guarded": call.grad_guarded})
 
-    def in_segment(self, scope: Scope) -> bool:
-        """Whether `scope` is the body of a function of the segment being checked."""
-        return id(scope.node) in self._segment_nodes
+    @staticmethod
+    def in_segment(segment: Segment, scope: Scope) -> bool:
+        """Whether `scope` is the body of a function of the segment."""
+        return any(reached.node is scope.node for reached in segment.functions)
 
     def in_setup_method(self, reached: Reached) -> bool:
         """A setup method (`__init__` calls it, e.g. `_set_cos_sin_cache`) reached from the
@@ -121,16 +121,13 @@ class SideEffectInSegment(SegmentRule):
         class_scope = reached.scope.parent
         if not isinstance(node, cst.FunctionDef) or class_scope is None or class_scope.kind != "class":
             return False
-        return node.name.value in self.bindings.setup_names(class_scope.node)
+        return node.name.value in self.context.bindings.setup_names(class_scope.node)
 
-    def memo(self, reached: Reached) -> frozenset[str]:
-        memos = self.context.cache.setdefault("memo-containers", {})
-        key = id(reached.node)
-        if key not in memos:
-            memos[key] = memo_containers(reached.node)
-        return memos[key]
+    def memo_containers(self, reached: Reached) -> frozenset[str]:
+        return self.context.memo.get(("memo-containers", id(reached.node)),
+                                     lambda: memo_containers(reached.node))
 
-    def outer_state(self, reached: Reached, write: Write) -> dict | None:
+    def outer_state(self, segment: Segment, reached: Reached, write: Write) -> dict | None:
         """The outer state `write` changes as data (`target` says which kind), or None for
         locals and unknowns."""
         target = write.target
@@ -159,7 +156,7 @@ class SideEffectInSegment(SegmentRule):
                 return module_global
             if (isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del")
                     and root.value in declared_nonlocal(scope)
-                    and not self.in_segment(bindings[0].scope)):
+                    and not self.in_segment(segment, bindings[0].scope)):
                 enclosing = bindings[0].scope.qualname()
                 return {"target": "nonlocal", "state": root.value,
                         "owner": qualified(module, enclosing), "attribute": root.value,

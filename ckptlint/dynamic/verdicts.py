@@ -20,13 +20,15 @@ from typing import Any, Iterable, Sequence
 
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
 from ckptlint.messages import render
+from ckptlint.registry import Dynamic, codes_judged
 
-STATIC_ONLY = {"CKP105", "CKP901", "CKP902", "CKP999", "CKP502"}
-REENTRANT_CODES = {"CKP101", "CKP102", "CKP103", "CKP104"}
-SIDE_EFFECT_CODES = {"CKP401"}
-STATE_CODES = {"CKP201", "CKP204", "CKP401"}
-DEVICE_CODES = {"CKP301"}
-# Everything else (CKP2xx, CKP3xx, CKP501) is judged by comparing forward and replay.
+# How each code is judged is the registry's `dynamic` field.
+STATIC_ONLY = codes_judged(Dynamic.STATIC_ONLY)
+REENTRANT_CODES = codes_judged(Dynamic.REENTRANT_PATH)
+SIDE_EFFECT_CODES = codes_judged(Dynamic.SIDE_EFFECT)
+STATE_CODES = codes_judged(Dynamic.STATE_CHANGE, Dynamic.SIDE_EFFECT)  # findings naming state
+DEVICE_CODES = codes_judged(Dynamic.DEVICE)
+# Everything else (Dynamic.REPLAY_COMPARE) is judged by comparing forward and replay.
 
 Key = tuple[str, int]   # (realpath, row)
 

@@ -1,7 +1,8 @@
 """One file through the pipeline: read → prefilter → `ast` confirmation → libcst analysis.
 
 The engine knows no individual rule: it loads the classes the registry lists
-(`ckptlint.registry`), gives site rules every site, and leaves the rest to them.
+(`ckptlint.registry`), gives site rules every site, builds each site's segment once and gives
+segment rules every segment, all with one typed context per run (`ckptlint.checks.context`).
 
 Cost model (docs/performance.md): most files fail the text prefilter (`ckptlint.screen.prefilter`)
 and cost a read; a candidate is parsed by CPython's `ast` (which also keeps what CPython rejects
@@ -128,11 +129,8 @@ class Linter:
             result.confirmed = True
             if not analyse:
                 return result
-            self.project.accessed = accessed = set()
-            try:
+            with self.project.dependencies.recording() as accessed:
                 self.analysis.lint_module(path, display, text, result, syntax_checked=True)
-            finally:
-                self.project.accessed = None
             own = path.resolve()
             result.dependencies = tuple(sorted(str(p) for p in accessed if p != own))
         except SourceError as error:
@@ -176,22 +174,29 @@ def error_result(display: str, reason: str, cacheable: bool = False) -> FileResu
 
 
 class Analysis:
-    """The libcst side of the engine, imported only when some file may hold a site."""
+    """The libcst side of the engine, imported only when some file may hold a site.
+
+    A `RecursionError` in a rule (code nested deeper than the analysis can follow) is not
+    caught here: the file's result becomes one CKP999 (`Linter.check_candidate`), as for
+    one in the parser or the resolver.
+    """
 
     def __init__(self, config: Config, project, enabled: frozenset[str]) -> None:
         from ckptlint.analysis.resolve import Resolver
         from ckptlint.checks import RULE_CLASSES
-        from ckptlint.checks.base import RuleContext, SiteRule
+        from ckptlint.checks.base import SiteRule
+        from ckptlint.checks.context import RuleContext
+        from ckptlint.checks.segment_base import SegmentRule
 
         self.config = config
         self.project = project
         self.table = api_table(dict(config.checkpoint_functions))
         self.resolver = Resolver(project)
-        context = RuleContext(config, project, self.resolver)
-        rules = [load_class(path)(context) for path in RULE_CLASSES]
-        rules = [rule for rule in rules if rule.code in enabled]
+        self.context = RuleContext.for_run(config, project, self.resolver)
+        rules = [load_class(path) for path in RULE_CLASSES]
+        rules = [rule(self.context) for rule in rules if rule.code in enabled]
         self.site_rules = [rule for rule in rules if isinstance(rule, SiteRule)]
-        self.other_rules = [rule for rule in rules if not isinstance(rule, SiteRule)]
+        self.segment_rules = [rule for rule in rules if isinstance(rule, SegmentRule)]
 
     def lint_module(self, path: Path, display: str, text: str, result: FileResult, *,
                     syntax_checked: bool = False) -> None:
@@ -211,8 +216,13 @@ class Analysis:
                                            site.mode))
             for rule in self.site_rules:
                 result.findings.extend(rule.check_site(site))
-        for rule in self.other_rules:
-            result.findings.extend(rule.check_sites(sites))
+        if not self.segment_rules:
+            return
+        segments = [self.context.segments.build(site) for site in sites
+                    if site.is_segment and site.targets]
+        for rule in self.segment_rules:
+            for segment in segments:
+                result.findings.extend(rule.check(segment))
 
 
 def preload_analysis() -> None:

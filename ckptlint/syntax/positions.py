@@ -38,6 +38,8 @@ class _Syntactic:
         self.start = len(self.state.tokens)
 
     def __exit__(self, *exc_info) -> bool:
+        if exc_info[0] is not None:
+            return False  # interrupted (say, by a RecursionError): the end was never reached
         computed = self.state.computed
         start = computed[self.start_node][0] if self.start_node is not None else self.start
         end = (computed[self.end_node][1] if self.end_node is not None
