@@ -1,4 +1,4 @@
-"""The `ckptlint` command line (contract: DESIGN.md "CLI")."""
+"""The `ckptlint` command line (its contract: README.md, "Usage" and "Integrations")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Join runtime observations with static findings and give each a verdict (no torch here).
 
-Verdict meanings are fixed by DESIGN.md ("JSON output"): confirmed, cleared, unexercised,
+Verdict meanings are fixed by README.md ("Dynamic mode"): confirmed, cleared, unexercised,
 static-only, error. Calls are joined to a finding through the call site (file, row) or, for
 calls made from library code (checkpoint_wrapper, checkpoint_sequential, transformers layers)
 whose site is no known checkpoint site, through the checkpointed function's code object.

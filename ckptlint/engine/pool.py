@@ -7,7 +7,7 @@ analysis) and sends back what it found. Workers are forked on Linux, so they sta
 whatever the parent holds: ckptlint and its cache, and libcst too when the parent imported
 it before forking them (`Run.preload`).
 
-libcst's native parser can kill the process outright (field-notes.md, "Parser limits"). When
+libcst's native parser can kill the process outright (docs/torch-facts.md, "Parser limits"). When
 that happens the executor fails every future it still holds. A shared byte per file says
 which files a worker had started and not finished: those are examined again one by one, each
 in a process of its own, and the one whose process dies again becomes a CKP999 finding; the

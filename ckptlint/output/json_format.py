@@ -1,4 +1,4 @@
-"""`--format json`: one JSON array of findings (the contract in DESIGN.md)."""
+"""`--format json`: one JSON array of findings (README.md, "JSON output and finding data")."""
 
 from __future__ import annotations
 

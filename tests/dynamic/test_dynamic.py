@@ -306,7 +306,7 @@ def test_usage_error_without_command():
 
 
 def test_observer_api_serves_a_profile_style_observer(tmp_path):
-    """What issue 6 (profile) reuses: bytes freed from the replay's packs, pass timings."""
+    """What profile reuses: bytes freed from the replay's packs, pass timings."""
     import json
     from ckptlint.dynamic.runner import run_watched
 

@@ -4,7 +4,7 @@ Sites are keyed as in dynamic mode: a call whose (file, row) is a checkpoint sit
 pass found is reported at that site (its filename as given, row and column); a call made
 from library code (checkpoint_wrapper, apply_activation_checkpointing, composable checkpoint,
 transformers layers) is joined to the static site whose target is the checkpointed function
-(`SiteKeys`); anything else is reported at the call's own runtime position. The JSON fields and the keep/drop/fix rule are DESIGN.md's.
+(`SiteKeys`); anything else is reported at the call's own runtime position. The JSON fields and the keep/drop/fix rule are README.md's ("Profile").
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class SiteProfile:
     peak_error: str | None = None
     qualname: str | None = None
 
-    # -- the numbers of DESIGN.md
+    # -- the numbers README.md's profile section defines
     def measured(self) -> tuple[list[int], str]:
         """Bytes per call and where they were measured ("replay", "forward" or "")."""
         replayed = [c.replay_bytes for c in self.calls if c.replay_bytes is not None]

@@ -1,4 +1,4 @@
-"""Text table and bar chart for `ckptlint profile` (records as in DESIGN.md's profile JSON)."""
+"""Text table and bar chart for `ckptlint profile` (records as in README.md's profile JSON)."""
 
 from __future__ import annotations
 

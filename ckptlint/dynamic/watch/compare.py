@@ -8,7 +8,7 @@ A pass record is a dict:
     error: str | None
 A digest is [sum, abs_sum] in float64.
 
-Traps handled here (DESIGN.md): a non-reentrant replay that stops early is a *prefix* of the
+Traps handled here (docs/torch-facts.md, "The API"): a non-reentrant replay that stops early is a *prefix* of the
 forward, so ops are compared only up to the replay's end; a reentrant (or no-grad) forward
 saves nothing, so op outputs are compared position by position instead.
 """
