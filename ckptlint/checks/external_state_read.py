@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import EXTERNAL_READS, external_read
-from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.analysis.segment import Segment
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.findings import Finding
 
 
 class ExternalStateRead(SegmentRule):

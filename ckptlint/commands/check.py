@@ -95,7 +95,6 @@ def render_findings(findings: list[Finding], result: LintResult, options: CheckO
         read_source=sources.get,
         color=(not options.output_file and sys.stdout.isatty()
                and "NO_COLOR" not in os.environ),
-        show_fixes=options.fix or options.diff,
         extra={"unsafe_fixes": options.unsafe_fixes, **options.extra})
     if options.show_statistics:
         rows = statistics(findings, context)

@@ -36,10 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from ckptlint import __version__
-from ckptlint.findings import SiteRecord
-from ckptlint.findings import Finding
-from ckptlint.storage.plain_data import (ShapeError, read_json, want_list, want_optional_str, want_str,
-                                 write_json)
+from ckptlint.findings import Finding, SiteRecord
+from ckptlint.storage.plain_data import (
+    ShapeError,
+    read_json,
+    want_list,
+    want_optional_str,
+    want_str,
+    write_json,
+)
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
@@ -47,7 +52,8 @@ FORMAT = 3  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings wi
 
 Signature = tuple[int, int, int, int]
 
-# The project scan of `ckptlint.analysis.bindings` (kept in step by a test): folders it skips, its cap.
+# The project scan of `ckptlint.analysis.bindings` (kept in step by a test): folders it skips,
+# its cap.
 PROJECT_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__",
                                   ".tox", "node_modules", ".mypy_cache", ".pytest_cache",
                                   ".ruff_cache"})
@@ -298,7 +304,8 @@ def note_once(message: str) -> None:
 
 
 def project_signature(roots: list[Path]) -> str:
-    """What `ckptlint.analysis.bindings` scans, summarised: walked the same way, capped the same way."""
+    """What `ckptlint.analysis.bindings` scans, summarised: walked the same way, capped the
+    same way."""
     summary = hashlib.blake2b(digest_size=16)
     count = 0
     for root in roots:

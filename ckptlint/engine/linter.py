@@ -28,8 +28,14 @@ from ckptlint.config import Config
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.messages import render
 from ckptlint.screen.prefilter import Prefilter
-from ckptlint.syntax.reading import (Limits, SourceError, check_nodes, decode_source, parse_ast,
-                                     read_bytes)
+from ckptlint.syntax.reading import (
+    Limits,
+    SourceError,
+    check_nodes,
+    decode_source,
+    parse_ast,
+    read_bytes,
+)
 
 PARSE_ERROR = "CKP999"
 PARSE_ERROR_MESSAGE = "{error}"
@@ -212,8 +218,8 @@ class Analysis:
         for site in sites:
             resolve_targets(site, self.resolver)
             result.sites.append(SiteRecord(site.ref, site.target_refs,
-                                           site.api.qualname if site.api else site.kind,
-                                           site.mode))
+                                           site.api.qualname if site.api else site.kind.value,
+                                           site.mode.value))
             for rule in self.site_rules:
                 result.findings.extend(rule.check_site(site))
         if not self.segment_rules:

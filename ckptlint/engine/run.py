@@ -1,5 +1,6 @@
-"""Whole runs: discover files, screen and analyse them (in worker processes, `ckptlint.engine.pool`),
-answer what the cache can (`ckptlint.engine.cache`), then suppressions and deduplication.
+"""Whole runs: discover files, screen and analyse them (in worker processes,
+`ckptlint.engine.pool`), answer what the cache can (`ckptlint.engine.cache`), then suppressions
+and deduplication.
 
 `Run` spreads the per-file pipeline (`ckptlint.engine.linter`) over worker processes: screening
 first (in chunks, when there are many files), then the analysis of the confirmed files.
@@ -11,15 +12,21 @@ import json
 import os
 import sys
 import time
-from collections.abc import MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ckptlint.config import Config
 from ckptlint.engine.discover import discover
-from ckptlint.engine.linter import (PARSE_ERROR, Examined, FileResult, Linter, error_result,
-                                    examine, preload_analysis)
+from ckptlint.engine.linter import (
+    PARSE_ERROR,
+    Examined,
+    FileResult,
+    Linter,
+    error_result,
+    examine,
+    preload_analysis,
+)
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.syntax.reading import SourceError, decode_source
 

@@ -25,12 +25,12 @@ import os
 import re
 import stat
 import tokenize
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
-from ckptlint.storage.atomic import write_atomic
 from ckptlint.findings import Edit, Finding, Fix
+from ckptlint.storage.atomic import write_atomic
 
 MAX_PASSES = 10
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -192,7 +192,8 @@ def unified_diff(file_fix: FileFix) -> str:
         fromfile=f"a/{name}", tofile=f"b/{name}")
     out = []
     for line in lines:
-        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+        ended = line.endswith(("\n", "\r"))
+        out.append(line if ended else line + "\n\\ No newline at end of file\n")
     return "".join(out)
 
 

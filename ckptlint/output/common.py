@@ -6,9 +6,9 @@ import json
 import re
 from collections import Counter
 
-from ckptlint.registry import rule_info
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
+from ckptlint.registry import rule_info
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}

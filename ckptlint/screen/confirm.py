@@ -29,22 +29,13 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from ckptlint.analysis import apis
 from ckptlint.syntax.modnames import resolve_relative
 
 HF_IMPORT_HEADS = ("transformers", "peft", "trl")  # as sites.py's `imports_transformers`
 
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """A site through an import bound to `qualname` needs these attribute names to appear."""
-
-    qualname: str
-    attributes: tuple[str, ...]
 
 
 class SiteConfirmer:

@@ -9,7 +9,7 @@ children) and `leave_<NodeClass>(node)`, as with libcst's CSTVisitor.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
