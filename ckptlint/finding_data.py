@@ -26,7 +26,7 @@ class Shape:
 
 @dataclass(frozen=True)
 class Scalar(Shape):
-    kind: type  # str, int or bool
+    kind: type[Any]  # str, int or bool
 
     def check(self, value: Any, what: str) -> None:
         if type(value) is not self.kind or (self.kind is int and not 1 <= value <= MAX_INT):

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 _PENDING = object()
@@ -45,8 +46,8 @@ class DependencyRecorder:
         if self._open:
             self._open[-1].update(paths)
 
-    def cached(self, answers: dict[Hashable, Any], key: Hashable, compute: Callable[[], T], *,
-               while_computing: Any = _PENDING) -> T:
+    def cached(self, answers: dict[K, tuple[T, tuple[Path, ...]]], key: K,
+               compute: Callable[[], T], *, while_computing: Any = _PENDING) -> T:
         """`answers[key]`, computed once with `compute()`; the paths it looked at are recorded
         on every use. `while_computing`: what a call for the same key made during `compute`
         gets (for cycles, such as classes that are their own bases); without it such a call

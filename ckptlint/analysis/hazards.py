@@ -130,8 +130,8 @@ def random_call(call: cst.Call, scope: Scope) -> Draw | None:
             continue
         short = short_name(name)
         if short == "scaled_dot_product_attention":
-            p = keyword(call, "dropout_p", 4)
-            if p is None or literal_number(p) == 0.0:
+            dropout_p = keyword(call, "dropout_p", 4)
+            if dropout_p is None or literal_number(dropout_p) == 0.0:
                 return None
             return Draw(name, "dropout_p")
         if short in TORCH_RANDOM_FUNCTIONS \
@@ -195,27 +195,30 @@ def branches(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [expr]
 
 
-def called_submodule_constructors(resolver: Resolver, call: cst.Call, module, scope: Scope,
-                                  owner: ClassInfo | None) -> list[tuple[str, cst.Call]]:
-    """For `self.<attr>(...)`: how `self.<attr>` is built (see `module_constructors`)."""
+def called_submodule_constructors(
+        resolver: Resolver, call: cst.Call, module, scope: Scope,
+        owner: ClassInfo | None) -> tuple[str, list[tuple[str, cst.Call]]]:
+    """For `self.<attr>(...)`: `attr` and how `self.<attr>` is built (see
+    `module_constructors`)."""
     func = call.func
     if not isinstance(func, cst.Attribute):
-        return []
+        return "", []
     cls = resolver.self_class(func.value, module, scope)
     if cls is None:
-        return []
-    return module_constructors(resolver, owner or cls, func.attr.value)
+        return "", []
+    return func.attr.value, module_constructors(resolver, owner or cls, func.attr.value)
 
 
 def random_module_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
                        owner: ClassInfo | None) -> Draw | None:
     """`self.dropout(x)` where `self.dropout` is built as `nn.Dropout(p)` (p not 0)."""
-    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
+    attribute, constructors = called_submodule_constructors(resolver, call, module, scope, owner)
+    for name, constructor in constructors:
         if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
             built = " ".join(cst.Module([]).code_for_node(constructor).split())
             if len(built) > 50:
                 built = short_name(name) + "(...)"
-            return Draw(f"self.{call.func.attr.value}", "module", built)
+            return Draw(f"self.{attribute}", "module", built)
     return None
 
 
@@ -229,14 +232,15 @@ def running_stats_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
                        owner: ClassInfo | None) -> tuple[str, str] | None:
     """`self.bn(x)` where `self.bn` is a torch BatchNorm that tracks running statistics:
     (the attribute, `bn`, and the qualified class it is built as)."""
-    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
+    attribute, constructors = called_submodule_constructors(resolver, call, module, scope, owner)
+    for name, constructor in constructors:
         if short_name(name) in NORM_WITH_RUNNING_STATS and name.startswith("torch."):
             if is_false(keyword(constructor, "track_running_stats", 4)):
                 continue
             momentum = keyword(constructor, "momentum", 2)
             if literal_number(momentum) == 0.0:
                 continue
-            return call.func.attr.value, name
+            return attribute, name
     return None
 
 

@@ -163,12 +163,10 @@ class Resolver:
         return results
 
     def binding_values(self, binding: Binding, module: SourceModule, depth: int) -> list[Value]:
-        kind = binding.kind
-        if kind == BindingKind.DEF:
-            node = binding.node
+        kind, node = binding.kind, binding.node
+        if isinstance(node, cst.FunctionDef):  # BindingKind.DEF
             return [FunctionValue(module, node, module.scopes.scope_of[id(node)])]
-        if kind == BindingKind.CLASS:
-            node = binding.node
+        if isinstance(node, cst.ClassDef):  # BindingKind.CLASS
             return [ClassValue(ClassInfo(module, node, module.scopes.scope_of[id(node)]))]
         if kind == BindingKind.IMPORT:
             return self.import_values(binding.qualname or "", depth)
@@ -288,8 +286,9 @@ class Resolver:
         node = function_scope.node
         if function_scope.kind != ScopeKind.FUNCTION or function_scope.parent is None:
             return None
-        if function_scope.parent.kind != ScopeKind.CLASS or not isinstance(node, cst.FunctionDef):
-            return None
+        class_scope = function_scope.parent
+        if not isinstance(class_scope.node, cst.ClassDef) or not isinstance(node, cst.FunctionDef):
+            return None  # not a method (ScopeKind.CLASS holds a ClassDef)
         params = [*node.params.posonly_params, *node.params.params]
         if not params or params[0].name.value != expr.value:
             return None
@@ -298,7 +297,6 @@ class Resolver:
             return None
         if expr.value in function_scope.bindings and len(function_scope.bindings[expr.value]) > 1:
             return None  # `self` rebound
-        class_scope = function_scope.parent
         return ClassInfo(module, class_scope.node, class_scope)
 
     def instance_attribute(self, cls: ClassInfo, attr: str, depth: int) -> list[Value]:
@@ -335,7 +333,7 @@ class Resolver:
     # -- classes -----------------------------------------------------------------------
     def find_method(self, cls: ClassInfo, name: str, depth: int = 0) -> FunctionValue | None:
         for binding in cls.scope.bindings.get(name, []):
-            if binding.kind == BindingKind.DEF:
+            if isinstance(binding.node, cst.FunctionDef):  # BindingKind.DEF
                 return FunctionValue(cls.module, binding.node,
                                      cls.module.scopes.scope_of[id(binding.node)], owner=cls)
         for base in self.base_classes(cls, depth):

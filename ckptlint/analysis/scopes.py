@@ -152,14 +152,14 @@ DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "_
 class ScopeBuilder(Visitor):
     """Builds the scope tree of one module and remembers the scope of every scoped node."""
 
-    def __init__(self, module_name: str, is_package: bool) -> None:
+    def __init__(self, module: cst.Module, module_name: str, is_package: bool) -> None:
         self.module_name = module_name
         self.is_package = is_package
         self.scope_of: dict[int, Scope] = {}  # id(scoped node) -> its own scope
-        self.module_scope: Scope | None = None
         self.stack: list[Scope] = []
         # How many if/try/loop/with statements enclose the current point, per scope.
         self.branch_depth: dict[int, int] = {}
+        self.module_scope = self.push(ScopeKind.MODULE, module)
 
     # -- scope management --------------------------------------------------------------
     @property
@@ -178,9 +178,6 @@ class ScopeBuilder(Visitor):
         scope = scope or self.current
         conditional = self.branch_depth.get(id(self.current), 0) > 0
         scope.bind(Binding(name, kind, scope, node, value, qualname, conditional))
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self.module_scope = self.push(ScopeKind.MODULE, node)
 
     def leave_Module(self, node: cst.Module) -> None:
         self.stack.pop()
@@ -380,6 +377,6 @@ class ScopeBuilder(Visitor):
 
 
 def build_scopes(module: cst.Module, module_name: str, is_package: bool) -> ScopeBuilder:
-    builder = ScopeBuilder(module_name, is_package)
+    builder = ScopeBuilder(module, module_name, is_package)
     builder.walk(module)
     return builder

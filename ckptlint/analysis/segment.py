@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import libcst as cst
 
@@ -121,10 +121,11 @@ def assigned_constructors(resolver: Resolver, cls: ClassInfo,
                           attr: str) -> list[set[str]] | None:
     """What each `self.<attr> = X(...)` in `cls` calls, as the qualified names of `X`; None
     when `self.<attr>` is never assigned or some assignment is not a call."""
-    assigned = resolver.attribute_assignments(cls).get(attr)
-    if not assigned or not all(isinstance(value, cst.Call) for value, _ in assigned):
+    assigned = resolver.attribute_assignments(cls).get(attr) or []
+    calls = [(value, scope) for value, scope in assigned if isinstance(value, cst.Call)]
+    if not assigned or len(calls) != len(assigned):
         return None
-    return [import_qualnames(value.func, value_scope) for value, value_scope in assigned]
+    return [import_qualnames(call.func, scope) for call, scope in calls]
 
 
 def is_framework(qualname: str) -> bool:
@@ -305,7 +306,7 @@ class SegmentBuilder:
         for value, value_scope in assigned or []:
             if not isinstance(value, cst.IfExp):
                 continue
-            pending = [value]
+            pending: list[cst.BaseExpression] = [value]
             while pending:
                 expr = pending.pop()
                 if isinstance(expr, cst.IfExp):
@@ -368,9 +369,12 @@ def site_builds_instance(site: Site, resolver: Resolver) -> bool:
 
 
 # -- facts about one function ------------------------------------------------------------------
+N = TypeVar("N", bound=cst.CSTNode)
+
+
 @dataclass(eq=False)
-class Occurrence:
-    node: cst.CSTNode
+class Occurrence(Generic[N]):
+    node: N
     scope: Scope
     in_condition: bool = False
     grad_guarded: bool = False  # inside `if torch.is_grad_enabled():`
@@ -410,8 +414,8 @@ class Condition:
 
 @dataclass(eq=False)
 class FunctionFacts:
-    calls: list[Occurrence] = field(default_factory=list)
-    loads: list[Occurrence] = field(default_factory=list)  # Name/Attribute reads
+    calls: list[Occurrence[cst.Call]] = field(default_factory=list)
+    loads: list[Occurrence[cst.Name | cst.Attribute]] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
     conditions: list[Condition] = field(default_factory=list)
     grad_guards: list[tuple[cst.If, Scope]] = field(default_factory=list)

@@ -89,8 +89,9 @@ class Site:
         refs = []
         for target in self.targets:
             node = target.node
-            decorated = isinstance(node, cst.FunctionDef) and node.decorators
-            first = node.decorators[0] if decorated else node
+            first: cst.CSTNode = node
+            if isinstance(node, cst.FunctionDef) and node.decorators:
+                first = node.decorators[0]
             row = target.module.start(first).row
             refs.append(TargetRef(target.module.display, row, target.qualname))
         return tuple(refs)
@@ -170,7 +171,7 @@ class SiteFinder(Visitor):
                     return qualname
             if isinstance(base.value, cst.Name):
                 for binding in scope.lookup(base.value.value):
-                    if binding.kind == BindingKind.CLASS:
+                    if isinstance(binding.node, cst.ClassDef):  # BindingKind.CLASS
                         found = self.layer_base(binding.node, binding.scope, depth + 1)
                         if found is not None:
                             return found
@@ -308,21 +309,21 @@ class SiteFinder(Visitor):
             return keys
         if isinstance(expr, cst.Name):
             bindings = scope.lookup(expr.value)
-            if len(bindings) != 1 or bindings[0].kind != BindingKind.ASSIGN \
-                    or bindings[0].value is None:
+            if len(bindings) != 1:
                 return None
             binding = bindings[0]
-            if expr.value in binding.scope.dict_updates:
+            if binding.kind != BindingKind.ASSIGN or binding.value is None \
+                    or expr.value in binding.scope.dict_updates:
                 return None
-            keys = self.dict_keys(binding.value, binding.scope, depth + 1)
-            if keys is None:
+            assigned = self.dict_keys(binding.value, binding.scope, depth + 1)
+            if assigned is None:
                 return None
             for key_expr, value in binding.scope.item_assignments.get(expr.value, []):
                 key = string_value(key_expr)
                 if key is None:
                     return None
-                keys[key] = value
-            return keys
+                assigned[key] = value
+            return assigned
         return None
 
     # -- mode --------------------------------------------------------------------------
@@ -436,6 +437,7 @@ def resolve_targets(site: Site, resolver: Resolver) -> None:
         return
     module = site.module
     if site.kind == SiteKind.HF_LAYER:
+        assert isinstance(site.node, cst.ClassDef)
         cls = ClassInfo(module, site.node, site.scope)
         method = resolver.find_method(cls, "forward")
         if method is None:

@@ -91,7 +91,7 @@ class TensorInference:
     """Levels of expressions inside one function of a segment."""
 
     def __init__(self, resolver: Resolver, module, function_scope: Scope,
-                 function_node: cst.CSTNode, owner=None) -> None:
+                 function_node: cst.FunctionDef | cst.Lambda, owner=None) -> None:
         self.resolver = resolver
         self.module = module
         self.function_scope = function_scope

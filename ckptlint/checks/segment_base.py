@@ -124,9 +124,9 @@ class SegmentRule(Rule):
         if not isinstance(expr, cst.Name):
             return None
         bindings = scope.lookup(expr.value)
-        if len(bindings) != 1 or bindings[0].kind != BindingKind.CLASS:
+        node = bindings[0].node if len(bindings) == 1 else None
+        if not isinstance(node, cst.ClassDef):  # BindingKind.CLASS
             return None
-        node = bindings[0].node
         class_scope = module.scopes.scope_of.get(id(node))
         if class_scope is None:
             return None

@@ -92,12 +92,13 @@ class SideEffectInSegment(SegmentRule):
                     continue
                 norm = running_stats_call(resolver, call.node, reached.module, call.scope,
                                           reached.function.owner)
-                if norm is not None:
+                func = call.node.func
+                if norm is not None and isinstance(func, cst.Attribute):  # `self.bn(x)`
                     row = reached.module.start(call.node).row
                     if row not in seen:
                         seen.add(row)
                         attribute, module_class = norm
-                        cls = self.self_class(reached, call.node.func.value, call.scope)
+                        cls = self.self_class(reached, func.value, call.scope)
                         yield self.at(segment, reached, call.node, {
                             "effect": "running-stats", "state": f"self.{attribute}",
                             "owner": qualified(cls.module, cls.qualname) if cls else "",
@@ -105,6 +106,7 @@ class SideEffectInSegment(SegmentRule):
                             "changes": [segment_change(reached, call.node, ChangeHow.MUTATED)],
                             "grad_guarded": call.grad_guarded})
                     continue
+                called: str | None
                 if is_print(call.node, call.scope):
                     called, owner = "print", "builtins"
                 else:
@@ -132,7 +134,7 @@ class SideEffectInSegment(SegmentRule):
         node = reached.node
         class_scope = reached.scope.parent
         if not isinstance(node, cst.FunctionDef) or class_scope is None \
-                or class_scope.kind != ScopeKind.CLASS:
+                or not isinstance(class_scope.node, cst.ClassDef):  # ScopeKind.CLASS
             return False
         return node.name.value in self.context.bindings.setup_names(class_scope.node)
 

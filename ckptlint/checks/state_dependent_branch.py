@@ -70,10 +70,8 @@ def only_side_effects(node: cst.If) -> bool:
         blocks.append(orelse.body)
         orelse = None
     for block in blocks:
-        if not isinstance(block, cst.IndentedBlock):
-            statements = [block]
-        else:
-            statements = list(block.body)
+        statements: list[cst.CSTNode] = (
+            list(block.body) if isinstance(block, cst.IndentedBlock) else [block])
         for statement in statements:
             if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
                 return False

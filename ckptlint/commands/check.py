@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def emit(text: str, options: CheckOptions) -> None:
 
 
 def render_findings(findings: list[Finding], result: LintResult, options: CheckOptions,
-                    sources: dict[str, str]) -> str:
+                    sources: Mapping[str, str]) -> str:
     context = OutputContext(
         read_source=sources.get,
         color=(not options.output_file and sys.stdout.isatty()

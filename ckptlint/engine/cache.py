@@ -51,6 +51,7 @@ DEFAULT_DIR_NAME = ".ckptlint_cache"
 FORMAT = 3  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`
 
 Signature = tuple[int, int, int, int]
+CacheKey = tuple[Signature, str]  # (stat signature, digest): what a file is cached under
 
 # The project scan of `ckptlint.analysis.bindings` (kept in step by a test): folders it skips,
 # its cap.
@@ -91,7 +92,7 @@ def environment_fingerprint(config) -> str:
 def installed_distributions(name: str) -> list[str]:
     """The `name-VERSION.dist-info` folders on sys.path (as importlib.metadata finds them,
     without importing it: the clean-file budget is 100 ms)."""
-    found = []
+    found: list[str] = []
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")

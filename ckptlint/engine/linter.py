@@ -22,6 +22,7 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckptlint.analysis.apis import api_table
 from ckptlint.config import Config
@@ -36,6 +37,9 @@ from ckptlint.syntax.reading import (
     parse_ast,
     read_bytes,
 )
+
+if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
+    from ckptlint.engine.cache import CacheKey
 
 PARSE_ERROR = "CKP999"
 PARSE_ERROR_MESSAGE = "{error}"
@@ -226,9 +230,9 @@ class Analysis:
             return
         segments = [self.context.segments.build(site) for site in sites
                     if site.is_segment and site.targets]
-        for rule in self.segment_rules:
+        for segment_rule in self.segment_rules:
             for segment in segments:
-                result.findings.extend(rule.check(segment))
+                result.findings.extend(segment_rule.check(segment))
 
 
 def preload_analysis() -> None:
@@ -256,7 +260,7 @@ class Examined:
     """What examining one file gave (`examine`)."""
 
     result: FileResult | None = None  # None for a cache hit and for a candidate not analysed
-    key: tuple | None = None  # (stat signature, digest) under which to cache it
+    key: CacheKey | None = None  # under which to cache it
     entry: object | None = None  # the cache's entry when the file's bytes are unchanged
     candidate: bool = False  # confirmed to hold a site, not analysed yet (`analyse=False`)
     size: int = 0  # the candidate's length (the longest are analysed first)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from typing import Any
 
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
@@ -39,11 +40,11 @@ def fix_marker(finding: Finding, context: OutputContext) -> str:
     return "[*] " if is_fixable(finding, context) else ""
 
 
-def statistics(findings: list[Finding], context: OutputContext) -> list[dict]:
+def statistics(findings: list[Finding], context: OutputContext) -> list[dict[str, Any]]:
     """One row per code: count, name, fixable count; most frequent first."""
     counts = Counter(f.code for f in findings)
     fixable = Counter(f.code for f in findings if is_fixable(f, context))
-    rows = [{"code": code, "name": rule_info(code).name, "count": count,
+    rows: list[dict[str, Any]] = [{"code": code, "name": rule_info(code).name, "count": count,
              "fixable": fixable[code]}
             for code, count in counts.items()]
     rows.sort(key=lambda row: (-row["count"], row["code"]))
