@@ -101,8 +101,9 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
     try:
         start = [stdin_filename] if reading_stdin and stdin_filename else path_list
         config = load_config(start, config_file)
-        config = with_cli(config, select=split_codes(select), extend_select=split_codes(extend_select),
-                          ignore=split_codes(ignore), extend_exclude=list(extend_exclude))
+        config = with_cli(config, select=split_codes(select),
+                          extend_select=split_codes(extend_select), ignore=split_codes(ignore),
+                          extend_exclude=list(extend_exclude))
         # Bytes, decoded as a file would be (coding line, BOM); undecodable input is CKP999.
         stdin_bytes = sys.stdin.buffer.read() if reading_stdin else None
         result = lint(path_list, config, force_exclude=force_exclude, stdin_text=stdin_bytes,

@@ -13,7 +13,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from ckptlint.analysis.apis import MODES
+from ckptlint.analysis.apis import API_MODES
 from ckptlint.registry import RULES, codes_matching
 
 DEFAULT_EXCLUDES = (".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
@@ -202,7 +202,8 @@ def parse_table(table: dict[str, Any], path: Path, named_on_command_line: bool =
     for key in table:
         if key not in _KEYS:
             known = ", ".join(sorted(_KEYS))
-            raise ConfigError(f"{path}: unknown key `{key}` in [tool.ckptlint] (known keys: {known})")
+            raise ConfigError(
+                f"{path}: unknown key `{key}` in [tool.ckptlint] (known keys: {known})")
     if "select" in table:
         settings["select"] = reader.codes("select")
     settings["extend_select"] = reader.codes("extend-select") if "extend-select" in table else ()
@@ -228,10 +229,10 @@ def parse_table(table: dict[str, Any], path: Path, named_on_command_line: bool =
         mapping = reader.table("checkpoint-functions")
         entries = []
         for name, mode in mapping.items():
-            if mode not in MODES:
+            if mode not in API_MODES:
                 raise ConfigError(
                     f"{path}: key `checkpoint-functions.{name}`: expected one of "
-                    f"{', '.join(repr(m) for m in MODES)}, got {mode!r}")
+                    f"{', '.join(repr(m.value) for m in API_MODES)}, got {mode!r}")
             entries.append((name, mode))
         settings["checkpoint_functions"] = tuple(entries)
     if "transformers-version" in table:
@@ -362,7 +363,8 @@ def with_cli(config: Config, *, select=None, extend_select=None, ignore=None,
         if value:
             for selector in value:
                 if not codes_matching(selector):
-                    raise ConfigError(f"unknown rule selector `{selector}` in --{name.replace('_', '-')}")
+                    option = name.replace("_", "-")
+                    raise ConfigError(f"unknown rule selector `{selector}` in --{option}")
     if select:
         changes["select"] = tuple(select)
     if extend_select:

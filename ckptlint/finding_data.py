@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckptlint.analysis.apis import SITE_MODES
 from ckptlint.storage.plain_data import MAX_INT, ShapeError
 
 
@@ -25,7 +26,7 @@ class Shape:
 
 @dataclass(frozen=True)
 class Scalar(Shape):
-    kind: type  # str, int or bool
+    kind: type[Any]  # str, int or bool
 
     def check(self, value: Any, what: str) -> None:
         if type(value) is not self.kind or (self.kind is int and not 1 <= value <= MAX_INT):
@@ -110,7 +111,7 @@ class Obj(Shape):
 
 STR, INT, BOOL = Scalar(str), Scalar(int), Scalar(bool)
 PLACE = Obj({"filename": STR, "row": INT})
-MODE = OneOf(("reentrant", "non-reentrant", "unknown"))
+MODE = OneOf(tuple(mode.value for mode in SITE_MODES))
 PHASE = OneOf(("segment", "forward", "backward-hook", "step", "configuration"))
 CHANGE = Obj({"filename": STR, "row": INT, "function": Nullable(STR), "phase": PHASE,
               "how": STR})

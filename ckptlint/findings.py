@@ -11,8 +11,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ckptlint.registry import RULES, rule_info
-from ckptlint.storage.plain_data import (MAX_INT, ShapeError, member, want_dict, want_int, want_list,
-                                         want_optional_str, want_plain, want_str, want_strs)
+from ckptlint.storage.plain_data import (
+    MAX_INT,
+    ShapeError,
+    member,
+    want_dict,
+    want_int,
+    want_list,
+    want_optional_str,
+    want_plain,
+    want_str,
+    want_strs,
+)
 
 
 @dataclass(frozen=True, order=True)

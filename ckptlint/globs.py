@@ -1,12 +1,13 @@
-"""gitignore-style globs (`exclude`, `extend-exclude`, `per-file-ignores`) as regular expressions."""
+"""gitignore-style globs (`exclude`, `extend-exclude`, `per-file-ignores`) as regular
+expressions."""
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A gitignore-style glob as a regex over a relative POSIX path.
 

@@ -24,8 +24,9 @@ A template is `str.format` syntax over the data's top-level fields (`{{`/`}}` fo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from string import Formatter
-from typing import Any, Callable, Mapping
+from typing import Any
 
 MAX_SNIPPET = 60
 

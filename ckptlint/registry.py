@@ -18,8 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ckptlint.finding_data import (BOOL, CALL, PLACE, SEGMENT, STATE, STR, TORCH_DRAW, ListOf,
-                                   Obj, OneOf)
+from ckptlint.finding_data import (
+    BOOL,
+    CALL,
+    PLACE,
+    SEGMENT,
+    STATE,
+    STR,
+    TORCH_DRAW,
+    ListOf,
+    Obj,
+    OneOf,
+)
 
 
 class Dynamic(Enum):

@@ -72,7 +72,8 @@ def section(text: str, title: str) -> str | None:
 
 def code_blocks(text: str) -> list[str]:
     """The ```python blocks of a page section, in order."""
-    blocks, current = [], None
+    blocks: list[str] = []
+    current: list[str] | None = None
     for line in text.splitlines():
         if current is None and line.strip().startswith("```python"):
             current = []

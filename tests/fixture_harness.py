@@ -9,9 +9,10 @@ lines (TOML) set `[tool.ckptlint]` keys for the fixture; by default CKP901 is al
 from __future__ import annotations
 
 import re
-import tomllib
 from collections import Counter
 from pathlib import Path
+
+import tomllib
 
 from ckptlint.config import parse_table
 from ckptlint.engine.run import lint

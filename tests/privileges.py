@@ -27,8 +27,8 @@ import pytest
 NOBODY = 65534
 
 
-@pytest.fixture
-def shared_tmp():
+@pytest.fixture(name="shared_tmp")
+def shared_tmp_fixture():
     if os.geteuid() != 0:
         pytest.skip("dropping to another user needs root")
     folder = Path(tempfile.mkdtemp(prefix="ckptlint-test-"))

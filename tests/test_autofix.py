@@ -7,8 +7,8 @@ import ast
 import os
 import stat
 
-from ckptlint.fix.autofix import apply_fixes, fix_file
 from ckptlint.findings import Edit, Finding, Fix, Position
+from ckptlint.fix.autofix import apply_fixes, fix_file
 from tests.cli_helpers import CKP102_SOURCE, run_cli, write_project
 
 FIXED_CKP102 = CKP102_SOURCE.replace("checkpoint(block, x)",
@@ -99,7 +99,8 @@ def test_exit_non_zero_on_fix(tmp_path):
 
 
 def test_remaining_findings_are_reported_after_fixing(tmp_path):
-    source = CKP102_SOURCE + '\n\ndef other(x):\n    return checkpoint(block, x, use_reentrant=True)\n'
+    source = (CKP102_SOURCE
+              + '\n\ndef other(x):\n    return checkpoint(block, x, use_reentrant=True)\n')
     root = write_project(tmp_path, {"m.py": source})
     result = run_cli("m.py", "--fix", "--unsafe-fixes", cwd=root)
     assert result.returncode == 1
@@ -154,11 +155,13 @@ def test_transformers_fixes(tmp_path):
     result = run_cli("train.py", "--fix", "--unsafe-fixes", cwd=root)
     assert result.returncode == 0, result.stdout + result.stderr
     fixed = (root / "train.py").read_text()
-    assert 'gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})' in fixed
+    assert ('gradient_checkpointing_enable(gradient_checkpointing_kwargs='
+            '{"use_reentrant": False})') in fixed
     assert ('TrainingArguments("out", gradient_checkpointing=True, '
             'gradient_checkpointing_kwargs={"use_reentrant": False})') in fixed
     assert fixed.endswith(
-        '\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})\n')
+        '\nmodel.gradient_checkpointing_enable('
+        'gradient_checkpointing_kwargs={"use_reentrant": False})\n')
 
 
 def test_fix_on_stdin_prints_the_fixed_source(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 from ckptlint.config import ConfigError, load_config
 from ckptlint.output import FORMATS
 from tests.cli_helpers import CKP102_SOURCE, ckptlint_command, run_cli, write_project
-from tests.privileges import NOBODY, run_cli_as_nobody, shared_tmp  # noqa: F401
+from tests.privileges import NOBODY, run_cli_as_nobody, shared_tmp_fixture  # noqa: F401
 
 pytest.importorskip("flake8")
 

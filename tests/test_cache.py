@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint.engine import cache as cache_module
-from ckptlint.storage import plain_data
 from ckptlint.config import Config, parse_table
+from ckptlint.engine import cache as cache_module
 from ckptlint.engine.linter import Linter
 from ckptlint.engine.run import lint
 from ckptlint.findings import Finding, Position
+from ckptlint.storage import plain_data
 from tests.cli_helpers import CKP102_SOURCE, run_cli
 
 SITE_USING_BLOCKS = ("from torch.utils.checkpoint import checkpoint\n"
@@ -314,8 +314,7 @@ def test_a_cached_run_prints_the_same_bytes_in_every_format(fixture_tree: Path, 
 
 
 def test_findings_and_sites_survive_the_plain_data_round_trip(fixture_tree: Path) -> None:
-    from ckptlint.findings import SiteRecord
-    from ckptlint.findings import Finding
+    from ckptlint.findings import Finding, SiteRecord
 
     _, uncached, warm = warm_and_uncached(fixture_tree)
     assert warm.findings == uncached.findings and warm.sites == uncached.sites

@@ -8,14 +8,16 @@ from pathlib import Path
 
 from tests.cli_helpers import CKP102_SOURCE, REPO, run_cli, write_project
 
-CLEAN_SOURCE = CKP102_SOURCE.replace("checkpoint(block, x)", "checkpoint(block, x, use_reentrant=False)")
+CLEAN_SOURCE = CKP102_SOURCE.replace("checkpoint(block, x)",
+                                     "checkpoint(block, x, use_reentrant=False)")
 
 
 def test_findings_exit_1_and_flake8_style(tmp_path: Path) -> None:
     write_project(tmp_path, {"model.py": CKP102_SOURCE})
     result = run_cli("model.py", cwd=tmp_path)
     assert result.returncode == 1
-    assert result.stdout.startswith("model.py:9:12: CKP102 `checkpoint` called without `use_reentrant`")
+    assert result.stdout.startswith(
+        "model.py:9:12: CKP102 `checkpoint` called without `use_reentrant`")
 
 
 def test_clean_exit_0_and_check_subcommand(tmp_path: Path) -> None:
@@ -68,7 +70,8 @@ def test_json_contract(tmp_path: Path) -> None:
 
 
 def test_select_ignore_and_prefixes(tmp_path: Path) -> None:
-    source = CKP102_SOURCE + "\n\ndef other(x):\n    return checkpoint(block, x, use_reentrant=True)\n"
+    source = (CKP102_SOURCE
+              + "\n\ndef other(x):\n    return checkpoint(block, x, use_reentrant=True)\n")
     write_project(tmp_path, {"model.py": source})
 
     def codes(*args: str) -> list[str]:

@@ -45,7 +45,8 @@ def test_config_is_resolved_from_the_stdin_filename(tmp_path):
 
 
 def test_stdin_per_file_ignores_use_the_given_path(tmp_path):
-    root = write_project(tmp_path, {}, config='[tool.ckptlint.per-file-ignores]\n"tests/*" = ["CKP102"]\n')
+    root = write_project(tmp_path, {},
+                         config='[tool.ckptlint.per-file-ignores]\n"tests/*" = ["CKP102"]\n')
     ignored = run_cli("-", "--stdin-filename", "tests/test_m.py", cwd=root, input=CKP102_SOURCE)
     assert (ignored.returncode, ignored.stdout) == (0, "")
     kept = run_cli("-", "--stdin-filename", "src/m.py", cwd=root, input=CKP102_SOURCE)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import CKP102_SOURCE, run_cli, write_project
-from tests.privileges import NOBODY, give_to_nobody, run_cli_as_nobody, shared_tmp  # noqa: F401
+from tests.privileges import NOBODY, give_to_nobody, run_cli_as_nobody, shared_tmp_fixture  # noqa: F401
 
 FIXED = CKP102_SOURCE.replace("checkpoint(block, x)", "checkpoint(block, x, use_reentrant=False)")
 NOQA = CKP102_SOURCE.replace("checkpoint(block, x)", "checkpoint(block, x)  # noqa: CKP102")

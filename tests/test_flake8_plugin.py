@@ -76,7 +76,8 @@ def test_flake8_stdin_display_name(tmp_path):
 
 
 def test_flake8_parse_error_is_reported_by_flake8_not_a_crash(tmp_path):
-    root = write_project(tmp_path, {"m.py": "from torch.utils.checkpoint import checkpoint\ndef f(:\n"})
+    root = write_project(tmp_path,
+                         {"m.py": "from torch.utils.checkpoint import checkpoint\ndef f(:\n"})
     result = flake8("--select", "CKP,E999", "m.py", cwd=root)
     assert "Traceback" not in result.stderr
     assert "E999" in result.stdout or "CKP999" in result.stdout

@@ -72,9 +72,11 @@ def test_github_annotations(project):
 
 
 def test_github_error_level_and_escaping(tmp_path):
-    root = write_project(tmp_path, {"bad,name.py": "from torch.utils.checkpoint import checkpoint\ndef f(:\n"})
+    root = write_project(
+        tmp_path, {"bad,name.py": "from torch.utils.checkpoint import checkpoint\ndef f(:\n"})
     result = run_cli("bad,name.py", "--format", "github", cwd=root)
-    assert result.stdout.startswith("::error title=ckptlint (CKP999),file=bad%2Cname.py,line=1,col=1,")
+    assert result.stdout.startswith(
+        "::error title=ckptlint (CKP999),file=bad%2Cname.py,line=1,col=1,")
 
 
 def test_pylint(project):

@@ -1,4 +1,5 @@
-"""`--format sarif`: the SARIF 2.1.0 structure GitHub code scanning reads, checked field by field."""
+"""`--format sarif`: the SARIF 2.1.0 structure GitHub code scanning reads, checked field by
+field."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def test_sarif_log(tmp_path):
 
 
 def test_sarif_help_comes_from_the_rule_page(tmp_path):
-    _, log = sarif_for(tmp_path, ("m.py", "from torch.utils.checkpoint import checkpoint\ndef f(:\n"))
+    _, log = sarif_for(tmp_path,
+                       ("m.py", "from torch.utils.checkpoint import checkpoint\ndef f(:\n"))
     (rule,) = log["runs"][0]["tool"]["driver"]["rules"]
     assert rule["id"] == "CKP999"
     assert rule["help"]["markdown"].startswith("# CKP999: parse-error")

@@ -15,6 +15,12 @@ def parsed_paths(linter: Linter) -> set[str]:
             for path, module in linter.project._by_path.items() if module is not None}
 
 
+def target_names(result) -> list[str]:
+    """`file:qualname` of every resolved target of the result's sites."""
+    return [ref.filename.rsplit("/", 1)[-1] + ":" + ref.qualname
+            for record in result.sites for ref in record.targets]
+
+
 def test_may_bind_reads_module_level_names() -> None:
     project = Linter(Config()).project
     project.add_root_for(FIXTURE / "model.py")
@@ -42,8 +48,7 @@ def test_submodule_attribute_does_not_parse_the_package_init(tmp_path: Path) -> 
     linter = Linter(Config())
     linter.project.add_root_for(model)
     result = linter.lint_file(model, str(model))
-    assert [ref.filename.rsplit("/", 1)[-1] + ":" + ref.qualname for record in result.sites for ref in record.targets] == [
-        "blocks.py:block"]
+    assert target_names(result) == ["blocks.py:block"]
     assert parsed_paths(linter) == {"model.py", "blocks.py"}
 
 
@@ -57,5 +62,5 @@ def test_package_init_that_binds_the_name_is_parsed(tmp_path: Path) -> None:
     linter = Linter(Config())
     linter.project.add_root_for(model)
     result = linter.lint_file(model, str(model))
-    assert [ref.filename.rsplit("/", 1)[-1] + ":" + ref.qualname for record in result.sites for ref in record.targets] == ["__init__.py:blocks"]
+    assert target_names(result) == ["__init__.py:blocks"]
     assert "pkg/__init__.py" in parsed_paths(linter)

@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from ckptlint.registry import RULES
 from ckptlint.config import parse_table
 from ckptlint.engine.run import lint
+from ckptlint.registry import RULES
 from ckptlint.rule_pages import SECTIONS, SOURCE_PAGES, code_blocks, page_filename, section
 from tests.cli_helpers import REPO, run_cli
 

@@ -1,9 +1,10 @@
 """`python -m ckptlint.dev new-rule`, end to end, in a copy of this checkout.
 
 The new rule touches four places (its module, page, fixture and one registry entry) plus two
-generated files (the README table and the JSON Schema of the output); the engine runs it, `ckptlint rule` prints its page, and the fixture,
-page and registry tests pass for it, while the placeholder guard does not let it be merged as
-it is. The copy is thrown away: no example rule stays in the repository.
+generated files (the README table and the JSON Schema of the output); the engine runs it,
+`ckptlint rule` prints its page, and the fixture, page and registry tests pass for it, while
+the placeholder guard does not let it be merged as it is. The copy is thrown away: no example
+rule stays in the repository.
 """
 
 from __future__ import annotations

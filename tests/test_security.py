@@ -96,8 +96,8 @@ def run_file(repo: Path, folder: str) -> Path:
 def pickle_cache_name(repo: Path, json_name: str, monkeypatch) -> str:
     """The run file's name when the cache was a pickle (format 1, before this boundary):
     what a repository predicting the run key would have committed."""
-    from ckptlint.engine import cache as cache_module
     from ckptlint.config import load_config
+    from ckptlint.engine import cache as cache_module
     from ckptlint.engine.linter import Linter
 
     monkeypatch.chdir(repo)

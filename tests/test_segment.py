@@ -9,11 +9,11 @@ from pathlib import Path
 
 import libcst as cst
 
+from ckptlint.analysis.project import Project
+from ckptlint.analysis.resolve import ClassInfo, Resolver
 from ckptlint.config import parse_table
 from ckptlint.engine.linter import Linter
 from ckptlint.engine.run import lint
-from ckptlint.analysis.project import Project
-from ckptlint.analysis.resolve import ClassInfo, Resolver
 from ckptlint.syntax.source import SourceModule, parse_text
 
 FIXTURES = Path(__file__).parent / "fixtures"

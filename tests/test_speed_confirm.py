@@ -1,8 +1,9 @@
 """The shortcuts that make ckptlint fast must never change what it finds.
 
-- The text prefilter and the confirmation (`ckptlint.screen.confirm`: a text test, then an `ast` test)
-  may only reject files in which `sites.py` finds no site: checked on every fixture, every
-  example, hand-made tricky spellings, and (slow) every file of the installed torch package.
+- The text prefilter and the confirmation (`ckptlint.screen.confirm`: a text test, then an
+  `ast` test) may only reject files in which `sites.py` finds no site: checked on every
+  fixture, every example, hand-made tricky spellings, and (slow) every file of the installed
+  torch package.
 - `ckptlint.syntax.positions` gives exactly libcst's PositionProvider positions.
 """
 
@@ -229,7 +230,8 @@ POSITION_SAMPLES = {
     "crlf": "import torch\r\ndef f(x):\r\n    return (x +\r\n            1)\r\n",
     "tabs_unicode": "def f(x):\n\tπ = 'é'  # ü\n\treturn π\n",
     "lone_cr": "x = 1\ry = (2,\r     3)\r",
-    "decorated": "@a.b(c)\n@d\nclass K(Base):\n    '''doc'''\n    def m(self): return [i for i in x]\n",
+    "decorated": ("@a.b(c)\n@d\nclass K(Base):\n    '''doc'''\n"
+                  "    def m(self): return [i for i in x]\n"),
     "no_trailing_newline": "if x:\n    pass\nelse:\n    y = {1: 2}",
 }
 

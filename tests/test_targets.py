@@ -163,7 +163,8 @@ def test_class_imported_from_another_file(tmp_path: Path) -> None:
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "blocks.py").write_text(
-        "from torch import nn\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return x\n")
+        "from torch import nn\n\nclass Block(nn.Module):\n"
+        "    def forward(self, x):\n        return x\n")
     (package / "model.py").write_text(
         "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n"
         "from .blocks import Block\n\n"

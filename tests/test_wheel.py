@@ -93,7 +93,8 @@ def test_rule_command_from_an_installed_wheel(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([str(python), "-c", purelib],
                           check=True, capture_output=True, text=True).stdout.strip()
     # Dependencies (libcst, click) come from this environment's site-packages, added after the
     # new venv's own; a path added by a .pth line does not run that folder's .pth files, so

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import libcst as cst
 
-from ckptlint.syntax.walk import Visitor
-
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import ClassInfo, Resolver
-from ckptlint.analysis.scopes import Scope
+from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind, is_staticmethod
 from ckptlint.analysis.segment import compact, import_qualnames, is_mutator, memo_containers
+from ckptlint.enums import TextEnum
 from ckptlint.syntax.source import SourceModule
+from ckptlint.syntax.walk import Visitor
 
 SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
                           "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
@@ -48,13 +48,23 @@ SETUP_METHODS = frozenset({
 MAX_PROJECT_FILES = 10000
 
 
+class ChangeHow(TextEnum):
+    """How a statement changes state (findings carry it as `changes[].how`)."""
+
+    REBOUND = "rebound"  # a module-level name assigned
+    REASSIGNED = "reassigned"  # an attribute assigned
+    MUTATED = "mutated in place"  # an item, an attribute below or a mutating method
+    AUGMENTED = "changed by augmented assignment"  # a module-level name's `+=`
+    UPDATED = "updated in place"  # an attribute's `+=`
+    DELETED = "deleted"
+    CALLED = "called"  # a print or log call (CKP401's output, never recorded here)
+
+
 @dataclass(frozen=True, eq=False)
 class Change:
     module: SourceModule
     node: cst.CSTNode
-    # "rebound" | "reassigned" | "mutated in place" | "changed by augmented assignment" |
-    # "updated in place" | "deleted" (findings carry it as `changes[].how`)
-    how: str
+    how: ChangeHow
     where: str  # the function holding the change ("" at module level)
     # For `G.attr = ...`, `G.attr.append(...)`: "attr" (only reads of `G.attr` or of `G`
     # itself see this change); None when `G` itself is rebound, indexed or mutated.
@@ -87,7 +97,7 @@ def root_is(target: cst.BaseExpression, name: cst.Name) -> bool:
 
 
 def function_name(scope: Scope) -> str:
-    return scope.qualname() if scope.kind != "module" else ""
+    return scope.qualname() if scope.kind != ScopeKind.MODULE else ""
 
 
 class ModuleWriteCollector(Visitor):
@@ -111,21 +121,21 @@ class ModuleWriteCollector(Visitor):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         scope = self.scopes.get(id(node))
-        if scope is not None and scope.kind != "module":
+        if scope is not None and scope.kind != ScopeKind.MODULE:
             self.stack.append(scope)
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         super().on_leave(original_node)
         scope = self.scopes.get(id(original_node))
-        if scope is not None and scope.kind != "module":
+        if scope is not None and scope.kind != ScopeKind.MODULE:
             self.stack.pop()
 
     def enclosing_functions(self) -> list[Scope]:
         found = []
         scope: Scope | None = self.scope
         while scope is not None:
-            if scope.kind in ("function", "lambda"):
+            if scope.kind in (ScopeKind.FUNCTION, ScopeKind.LAMBDA):
                 found.append(scope)
             scope = scope.parent
         return found
@@ -140,7 +150,7 @@ class ModuleWriteCollector(Visitor):
             self._decorators = finder.names
         return any(scope.name in self._decorators for scope in self.enclosing_functions())
 
-    def is_memo_write(self, target: cst.BaseExpression, how: str, direct: bool) -> bool:
+    def is_memo_write(self, target: cst.BaseExpression, how: ChangeHow, direct: bool) -> bool:
         if direct:
             return False
         functions = self.enclosing_functions()
@@ -154,12 +164,12 @@ class ModuleWriteCollector(Visitor):
     def in_function(self) -> bool:
         scope: Scope | None = self.scope
         while scope is not None:
-            if scope.kind in ("function", "lambda"):
+            if scope.kind in (ScopeKind.FUNCTION, ScopeKind.LAMBDA):
                 return True
             scope = scope.parent
         return False
 
-    def record(self, target: cst.BaseExpression, node: cst.CSTNode, how: str,
+    def record(self, target: cst.BaseExpression, node: cst.CSTNode, how: ChangeHow,
                direct: bool) -> None:
         """`direct`: the target itself is (re)bound; else the object it names is changed."""
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -179,13 +189,14 @@ class ModuleWriteCollector(Visitor):
                     and self.in_function():
                 # `Layer.scale = ...` on a class of this module: a class attribute change.
                 owners = self.scope.lookup(chain.value.value)
-                if owners and all(b.kind == "class" and b.scope.kind == "module" for b in owners):
-                    kind = how if (direct and chain is target) else "mutated in place"
+                if owners and all(b.kind == BindingKind.CLASS and b.scope.kind == ScopeKind.MODULE
+                                  for b in owners):
+                    kind = how if (direct and chain is target) else ChangeHow.MUTATED
                     self.class_writes.setdefault((chain.value.value, chain.attr.value), []).append(
                         Change(self.module, node, kind, where))
             if isinstance(chain, cst.Attribute):
                 for qualname in import_qualnames(chain.value, self.scope):
-                    kind = how if (direct and chain is target) else "mutated in place"
+                    kind = how if (direct and chain is target) else ChangeHow.MUTATED
                     self.through.setdefault((qualname, chain.attr.value), []).append(
                         Change(self.module, node, kind, where))
             chain = chain.value
@@ -193,9 +204,9 @@ class ModuleWriteCollector(Visitor):
         if name is None:
             return
         bindings = self.scope.lookup(name.value)
-        if not bindings or bindings[0].scope.kind != "module":
+        if not bindings or bindings[0].scope.kind != ScopeKind.MODULE:
             return
-        imports = [b for b in bindings if b.kind == "import"]
+        imports = [b for b in bindings if b.kind == BindingKind.IMPORT]
         if imports:
             # `from settings import HISTORY; HISTORY.append(x)` mutates settings.HISTORY;
             # `sys.path.insert(...)` is about the module `sys`, handled as a write through it.
@@ -205,7 +216,7 @@ class ModuleWriteCollector(Visitor):
                     if "." in qualname and root_is(target, name):
                         parent, attr = qualname.rsplit(".", 1)
                         self.through.setdefault((parent, attr), []).append(
-                            Change(self.module, node, "mutated in place", where,
+                            Change(self.module, node, ChangeHow.MUTATED, where,
                                    first_attribute(target)))
             return
         if not self.in_function():
@@ -215,44 +226,44 @@ class ModuleWriteCollector(Visitor):
                 return
             kind = how
         elif direct and isinstance(target, cst.Attribute) and target.value is name:
-            kind = "reassigned" if how == "rebound" else how
+            kind = ChangeHow.REASSIGNED if how == ChangeHow.REBOUND else how
         else:
-            kind = "mutated in place"
+            kind = ChangeHow.MUTATED
         self.own.setdefault(name.value, []).append(
             Change(self.module, node, kind, where, first_attribute(target)))
 
     def declared_global(self) -> set[str]:
         names: set[str] = set()
         scope: Scope | None = self.scope
-        while scope is not None and scope.kind != "module":
+        while scope is not None and scope.kind != ScopeKind.MODULE:
             names |= scope.global_names
             scope = scope.parent
         return names
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self.record_target(target.target, node, "rebound")
+            self.record_target(target.target, node, ChangeHow.REBOUND)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self.record_target(node.target, node, "rebound")
+            self.record_target(node.target, node, ChangeHow.REBOUND)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.record_target(node.target, node, "changed by augmented assignment")
+        self.record_target(node.target, node, ChangeHow.AUGMENTED)
 
     def visit_Del(self, node: cst.Del) -> None:
-        self.record_target(node.target, node, "deleted")
+        self.record_target(node.target, node, ChangeHow.DELETED)
 
-    def record_target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+    def record_target(self, target: cst.BaseExpression, node: cst.CSTNode, how: ChangeHow) -> None:
         if isinstance(target, cst.Subscript):
-            self.record(target.value, node, "mutated in place", direct=False)
+            self.record(target.value, node, ChangeHow.MUTATED, direct=False)
         else:
             self.record(target, node, how, direct=True)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and is_mutator(func.attr.value):
-            self.record(func.value, node, "mutated in place", direct=False)
+            self.record(func.value, node, ChangeHow.MUTATED, direct=False)
         elif (isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 2
               and not self.scope.lookup("setattr")):
             name = node.args[1].value
@@ -260,7 +271,7 @@ class ModuleWriteCollector(Visitor):
                 attr = cst.Attribute(value=node.args[0].value, attr=cst.Name(name.evaluated_value))
                 for qualname in import_qualnames(node.args[0].value, self.scope):
                     self.through.setdefault((qualname, attr.attr.value), []).append(
-                        Change(self.module, node, "rebound", function_name(self.scope)))
+                        Change(self.module, node, ChangeHow.REBOUND, function_name(self.scope)))
 
 
 class ClassWriteCollector(Visitor):
@@ -282,11 +293,11 @@ class ClassWriteCollector(Visitor):
             expr = expr.value
         return None
 
-    def add(self, attr: str | None, node: cst.CSTNode, how: str) -> None:
+    def add(self, attr: str | None, node: cst.CSTNode, how: ChangeHow) -> None:
         if attr is not None:
             self.found.setdefault(attr, []).append(Change(self.module, node, how, self.where))
 
-    def target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+    def target(self, target: cst.BaseExpression, node: cst.CSTNode, how: ChangeHow) -> None:
         if isinstance(target, cst.Subscript) and compact(target.value) in self.memo:
             return  # `self.cache[key] = ...` after `if key not in self.cache`: memoization
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -298,32 +309,32 @@ class ClassWriteCollector(Visitor):
             return
         direct = (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
                   and target.value.value == self.self_name)
-        self.add(self.attr_of_self(target), node, how if direct else "mutated in place")
+        self.add(self.attr_of_self(target), node, how if direct else ChangeHow.MUTATED)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self.target(target.target, node, "reassigned")
+            self.target(target.target, node, ChangeHow.REASSIGNED)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self.target(node.target, node, "reassigned")
+            self.target(node.target, node, ChangeHow.REASSIGNED)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.target(node.target, node, "updated in place")
+        self.target(node.target, node, ChangeHow.UPDATED)
 
     def visit_Del(self, node: cst.Del) -> None:
-        self.target(node.target, node, "deleted")
+        self.target(node.target, node, ChangeHow.DELETED)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and is_mutator(func.attr.value):
-            self.add(self.attr_of_self(func.value), node, "mutated in place")
+            self.add(self.attr_of_self(func.value), node, ChangeHow.MUTATED)
         elif isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 2:
             obj, name = node.args[0].value, node.args[1].value
             if (isinstance(obj, cst.Name) and obj.value == self.self_name
                     and isinstance(name, cst.SimpleString)
                     and isinstance(name.evaluated_value, str)):
-                self.add(name.evaluated_value, node, "reassigned")
+                self.add(name.evaluated_value, node, ChangeHow.REASSIGNED)
 
 
 class BindingModel:
@@ -360,7 +371,7 @@ class BindingModel:
         changes = self.own_changes(module, name)
         changes += self.external_changes(module, name)
         if not rebinding_counts:
-            changes = [c for c in changes if c.how == "mutated in place"]
+            changes = [c for c in changes if c.how == ChangeHow.MUTATED]
         return self.recorded(changes)
 
     def own_changes(self, module: SourceModule, name: str) -> list[Change]:
@@ -503,7 +514,7 @@ class BindingModel:
             collector.walk(method.body)
             for attr, changes in collector.found.items():
                 found.setdefault(attr, []).extend(changes)
-        if cls.scope.parent is not None and cls.scope.parent.kind == "module":
+        if cls.scope.parent is not None and cls.scope.parent.kind == ScopeKind.MODULE:
             own = cls.node.name.value
             for (class_name, attr), changes in self.module_writes(cls.module).class_writes.items():
                 if class_name == own:
@@ -529,19 +540,6 @@ class BindingModel:
                     setup.add(func.attr.value)
                     pending.append(func.attr.value)
         return setup
-
-
-def is_staticmethod(method: cst.FunctionDef) -> bool:
-    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-               for d in method.decorators)
-
-
-def is_static(method: cst.FunctionDef) -> bool:
-    for decorator in method.decorators:
-        expr = decorator.decorator
-        if isinstance(expr, cst.Name) and expr.value in ("staticmethod", "classmethod"):
-            return True
-    return False
 
 
 class _DecoratorNames(Visitor):

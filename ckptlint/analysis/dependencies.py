@@ -11,10 +11,12 @@ it looked at.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
+K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 _PENDING = object()
@@ -44,8 +46,8 @@ class DependencyRecorder:
         if self._open:
             self._open[-1].update(paths)
 
-    def cached(self, answers: dict[Hashable, Any], key: Hashable, compute: Callable[[], T], *,
-               while_computing: Any = _PENDING) -> T:
+    def cached(self, answers: dict[K, tuple[T, tuple[Path, ...]]], key: K,
+               compute: Callable[[], T], *, while_computing: Any = _PENDING) -> T:
         """`answers[key]`, computed once with `compute()`; the paths it looked at are recorded
         on every use. `while_computing`: what a call for the same key made during `compute`
         gets (for cycles, such as classes that are their own bases); without it such a call

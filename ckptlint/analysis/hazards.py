@@ -13,7 +13,7 @@ from typing import Any
 import libcst as cst
 
 from ckptlint.analysis.resolve import ClassInfo, Resolver
-from ckptlint.analysis.scopes import Scope
+from ckptlint.analysis.scopes import BindingKind, Scope
 from ckptlint.analysis.segment import import_qualnames
 
 # -- randomness torch saves and restores (CKP302, CKP301) ---------------------------------------
@@ -97,10 +97,6 @@ class Draw:
         return data
 
 
-def qualnames(expr: cst.BaseExpression, scope: Scope) -> set[str]:
-    return import_qualnames(expr, scope)
-
-
 def short_name(qualname: str) -> str:
     return qualname.rsplit(".", 1)[-1]
 
@@ -129,16 +125,17 @@ def is_false(expr: cst.BaseExpression | None) -> bool:
 def random_call(call: cst.Call, scope: Scope) -> Draw | None:
     """The torch randomness `call` draws (None when it draws none)."""
     func = call.func
-    for name in sorted(qualnames(func, scope)):
+    for name in sorted(import_qualnames(func, scope)):
         if not name.startswith("torch."):
             continue
         short = short_name(name)
         if short == "scaled_dot_product_attention":
-            p = keyword(call, "dropout_p", 4)
-            if p is None or literal_number(p) == 0.0:
+            dropout_p = keyword(call, "dropout_p", 4)
+            if dropout_p is None or literal_number(dropout_p) == 0.0:
                 return None
             return Draw(name, "dropout_p")
-        if short in TORCH_RANDOM_FUNCTIONS and not name.startswith(("torch.cuda.", "torch.random.")):
+        if short in TORCH_RANDOM_FUNCTIONS \
+                and not name.startswith(("torch.cuda.", "torch.random.")):
             if "dropout" in short:
                 p = literal_number(keyword(call, "p", 1))
                 training = keyword(call, "training", 2)
@@ -157,7 +154,7 @@ def random_call(call: cst.Call, scope: Scope) -> Draw | None:
                 "zeros_", "ones_", "constant_", "eye_", "dirac_"):
             return Draw(name)
     if isinstance(func, cst.Attribute) and func.attr.value in TORCH_RANDOM_METHODS:
-        names = qualnames(func.value, scope)
+        names = import_qualnames(func.value, scope)
         if names and not any(n.startswith("torch") for n in names):
             return None  # `np.random.normal`-style: CKP303's business
         if func.attr.value in ("bernoulli", "multinomial") and names:
@@ -181,8 +178,9 @@ def module_constructors(resolver: Resolver, cls: ClassInfo | None,
     for value, scope in assigned or []:
         for expr in branches(value):
             if isinstance(expr, cst.Call):
-                for name in qualnames(expr.func, scope):
-                    if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
+                for name in import_qualnames(expr.func, scope):
+                    if short_name(name) in RANDOM_MODULES \
+                            and name.startswith(RANDOM_MODULE_PACKAGES):
                         p = literal_number(keyword(expr, "p", 0))
                         if p is not None and p == 0.0:
                             continue
@@ -197,27 +195,30 @@ def branches(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [expr]
 
 
-def called_submodule_constructors(resolver: Resolver, call: cst.Call, module, scope: Scope,
-                                  owner: ClassInfo | None) -> list[tuple[str, cst.Call]]:
-    """For `self.<attr>(...)`: how `self.<attr>` is built (see `module_constructors`)."""
+def called_submodule_constructors(
+        resolver: Resolver, call: cst.Call, module, scope: Scope,
+        owner: ClassInfo | None) -> tuple[str, list[tuple[str, cst.Call]]]:
+    """For `self.<attr>(...)`: `attr` and how `self.<attr>` is built (see
+    `module_constructors`)."""
     func = call.func
     if not isinstance(func, cst.Attribute):
-        return []
+        return "", []
     cls = resolver.self_class(func.value, module, scope)
     if cls is None:
-        return []
-    return module_constructors(resolver, owner or cls, func.attr.value)
+        return "", []
+    return func.attr.value, module_constructors(resolver, owner or cls, func.attr.value)
 
 
 def random_module_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
                        owner: ClassInfo | None) -> Draw | None:
     """`self.dropout(x)` where `self.dropout` is built as `nn.Dropout(p)` (p not 0)."""
-    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
+    attribute, constructors = called_submodule_constructors(resolver, call, module, scope, owner)
+    for name, constructor in constructors:
         if short_name(name) in RANDOM_MODULES and name.startswith(RANDOM_MODULE_PACKAGES):
             built = " ".join(cst.Module([]).code_for_node(constructor).split())
             if len(built) > 50:
                 built = short_name(name) + "(...)"
-            return Draw(f"self.{call.func.attr.value}", "module", built)
+            return Draw(f"self.{attribute}", "module", built)
     return None
 
 
@@ -231,21 +232,23 @@ def running_stats_call(resolver: Resolver, call: cst.Call, module, scope: Scope,
                        owner: ClassInfo | None) -> tuple[str, str] | None:
     """`self.bn(x)` where `self.bn` is a torch BatchNorm that tracks running statistics:
     (the attribute, `bn`, and the qualified class it is built as)."""
-    for name, constructor in called_submodule_constructors(resolver, call, module, scope, owner):
+    attribute, constructors = called_submodule_constructors(resolver, call, module, scope, owner)
+    for name, constructor in constructors:
         if short_name(name) in NORM_WITH_RUNNING_STATS and name.startswith("torch."):
             if is_false(keyword(constructor, "track_running_stats", 4)):
                 continue
             momentum = keyword(constructor, "momentum", 2)
             if literal_number(momentum) == 0.0:
                 continue
-            return call.func.attr.value, name
+            return attribute, name
     return None
 
 
 def foreign_random_call(call: cst.Call, scope: Scope) -> Draw | None:
     """Python `random`, NumPy random, or an unseeded RNG factory: never restored."""
-    for name in sorted(qualnames(call.func, scope)):
-        if name.startswith("random.") and short_name(name) in PY_RANDOM_DRAWS and name.count(".") == 1:
+    for name in sorted(import_qualnames(call.func, scope)):
+        if name.startswith("random.") and name.count(".") == 1 \
+                and short_name(name) in PY_RANDOM_DRAWS:
             return Draw(name, "python")
         if name.startswith("numpy.random.") and short_name(name) in NUMPY_RANDOM_DRAWS \
                 and name.count(".") == 2:
@@ -256,13 +259,13 @@ def foreign_random_call(call: cst.Call, scope: Scope) -> Draw | None:
 
 
 def is_print(call: cst.Call, scope: Scope) -> bool:
-    return "builtins.print" in qualnames(call.func, scope)
+    return "builtins.print" in import_qualnames(call.func, scope)
 
 
 def log_call(call: cst.Call, scope: Scope) -> str | None:
     """`logger.warning(...)`, `logging.info(...)`: the call as written (`logger.warning`)."""
     func = call.func
-    names = qualnames(func, scope)
+    names = import_qualnames(func, scope)
     # `warnings.warn` is left out: the default filter shows a warning once per location, so
     # the replay's second call is invisible.
     if any(n.startswith("logging.") and short_name(n) in LOG_METHODS for n in names):
@@ -273,7 +276,7 @@ def log_call(call: cst.Call, scope: Scope) -> str | None:
     if isinstance(receiver, cst.Name):
         for binding in scope.lookup(receiver.value):
             value = binding.value
-            if binding.kind == "assign" and isinstance(value, cst.Call):
+            if binding.kind == BindingKind.ASSIGN and isinstance(value, cst.Call):
                 factory = value.func
                 last = factory.attr.value if isinstance(factory, cst.Attribute) else (
                     factory.value if isinstance(factory, cst.Name) else "")
@@ -284,9 +287,5 @@ def log_call(call: cst.Call, scope: Scope) -> str | None:
 
 def external_read(expr: cst.BaseExpression, scope: Scope) -> str | None:
     """`time.time`, `os.environ`, ...: the outside state `expr` (a name or call func) reads."""
-    found = sorted(name for name in qualnames(expr, scope) if name in EXTERNAL_READS)
+    found = sorted(name for name in import_qualnames(expr, scope) if name in EXTERNAL_READS)
     return found[0] if found else None
-
-
-def device_text(expr: cst.BaseExpression) -> str:
-    return cst.Module([]).code_for_node(expr)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from ckptlint.analysis.dependencies import DependencyRecorder
 from ckptlint.syntax.reading import Limits, SourceError

@@ -6,18 +6,17 @@ guesses: when a value cannot be known, the answer is `Unknown` with the reason.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Union
 
 import libcst as cst
 
-from ckptlint.syntax.walk import Visitor
-
 from ckptlint.analysis.project import Project
-from ckptlint.analysis.scopes import Binding, Scope, dotted_name
+from ckptlint.analysis.scopes import ASSIGNED, Binding, BindingKind, Scope, ScopeKind, dotted_name
 from ckptlint.syntax.source import SourceModule
+from ckptlint.syntax.walk import Visitor
 
 MAX_DEPTH = 12
 
@@ -43,7 +42,7 @@ class ClassInfo:
 @dataclass(frozen=True, eq=False)
 class FunctionValue:
     module: SourceModule
-    node: Union[cst.FunctionDef, cst.Lambda]
+    node: cst.FunctionDef | cst.Lambda
     scope: Scope  # the function's own scope
     owner: ClassInfo | None = None  # set for methods reached through an instance or `self`
 
@@ -98,16 +97,8 @@ class Unknown:
     reason: str  # a clause that reads as a sentence: "`fn` is a parameter" (CKP901's `reason`)
 
 
-Value = Union[FunctionValue, InstanceValue, ClassValue, ContainerValue, ModuleValue,
-              PartialValue, ExternalValue, Unknown]
-
-
-@dataclass
-class Place:
-    """An expression together with where it stands."""
-
-    module: SourceModule
-    scope: Scope
+Value = (FunctionValue | InstanceValue | ClassValue | ContainerValue | ModuleValue
+         | PartialValue | ExternalValue | Unknown)
 
 
 @dataclass
@@ -172,21 +163,19 @@ class Resolver:
         return results
 
     def binding_values(self, binding: Binding, module: SourceModule, depth: int) -> list[Value]:
-        kind = binding.kind
-        if kind == "def":
-            node = binding.node
+        kind, node = binding.kind, binding.node
+        if isinstance(node, cst.FunctionDef):  # BindingKind.DEF
             return [FunctionValue(module, node, module.scopes.scope_of[id(node)])]
-        if kind == "class":
-            node = binding.node
+        if isinstance(node, cst.ClassDef):  # BindingKind.CLASS
             return [ClassValue(ClassInfo(module, node, module.scopes.scope_of[id(node)]))]
-        if kind == "import":
+        if kind == BindingKind.IMPORT:
             return self.import_values(binding.qualname or "", depth)
-        if kind in ("assign", "walrus", "with") and binding.value is not None:
+        if kind in (*ASSIGNED, BindingKind.WITH) and binding.value is not None:
             return self.values(binding.value, module, binding.scope, depth + 1)
-        if kind == "for" and binding.value is not None:
+        if kind == BindingKind.FOR and binding.value is not None:
             return self.element_values(self.iterated_values(binding.value, module, binding.scope,
                                                             depth + 1))
-        if kind == "param":
+        if kind == BindingKind.PARAM:
             return self.parameter_values(binding, module, depth)
         return [Unknown(f"`{binding.name}` is bound by {kind}")]
 
@@ -206,7 +195,8 @@ class Resolver:
                         depth: int) -> list[Value]:
         # `for i, layer in enumerate(self.layers)`: the modules are those of `self.layers`.
         if isinstance(expr, cst.Call) and expr.args:
-            if self.qualnames(expr.func, module, scope) & {"builtins.enumerate", "builtins.reversed"}:
+            called = self.qualnames(expr.func, module, scope)
+            if called & {"builtins.enumerate", "builtins.reversed"}:
                 inner = self.values(expr.args[0].value, module, scope, depth)
                 if any(isinstance(value, ContainerValue) for value in inner):
                     return inner
@@ -290,14 +280,15 @@ class Resolver:
             return None
         function_scope = scope
         # Closures and lambdas inside a method see the method's `self`.
-        while (function_scope.kind != "class" and expr.value not in function_scope.bindings
+        while (function_scope.kind != ScopeKind.CLASS and expr.value not in function_scope.bindings
                and function_scope.parent is not None):
             function_scope = function_scope.parent
         node = function_scope.node
-        if function_scope.kind != "function" or function_scope.parent is None:
+        if function_scope.kind != ScopeKind.FUNCTION or function_scope.parent is None:
             return None
-        if function_scope.parent.kind != "class" or not isinstance(node, cst.FunctionDef):
-            return None
+        class_scope = function_scope.parent
+        if not isinstance(class_scope.node, cst.ClassDef) or not isinstance(node, cst.FunctionDef):
+            return None  # not a method (ScopeKind.CLASS holds a ClassDef)
         params = [*node.params.posonly_params, *node.params.params]
         if not params or params[0].name.value != expr.value:
             return None
@@ -306,7 +297,6 @@ class Resolver:
             return None
         if expr.value in function_scope.bindings and len(function_scope.bindings[expr.value]) > 1:
             return None  # `self` rebound
-        class_scope = function_scope.parent
         return ClassInfo(module, class_scope.node, class_scope)
 
     def instance_attribute(self, cls: ClassInfo, attr: str, depth: int) -> list[Value]:
@@ -328,7 +318,8 @@ class Resolver:
             results.extend(self.values(value, cls.module, scope, depth + 1))
         return results
 
-    def attribute_assignments(self, cls: ClassInfo) -> dict[str, list[tuple[cst.BaseExpression, Scope]]]:
+    def attribute_assignments(
+            self, cls: ClassInfo) -> dict[str, list[tuple[cst.BaseExpression, Scope]]]:
         """`self.X = value` statements in the methods of `cls`, by attribute name."""
         key = id(cls.node)
         if key not in self._class_attrs:
@@ -342,7 +333,7 @@ class Resolver:
     # -- classes -----------------------------------------------------------------------
     def find_method(self, cls: ClassInfo, name: str, depth: int = 0) -> FunctionValue | None:
         for binding in cls.scope.bindings.get(name, []):
-            if binding.kind == "def":
+            if isinstance(binding.node, cst.FunctionDef):  # BindingKind.DEF
                 return FunctionValue(cls.module, binding.node,
                                      cls.module.scopes.scope_of[id(binding.node)], owner=cls)
         for base in self.base_classes(cls, depth):

@@ -9,10 +9,39 @@ functions; `global`/`nonlocal` redirect).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import libcst as cst
 
+from ckptlint.enums import TextEnum
 from ckptlint.syntax.modnames import resolve_relative
 from ckptlint.syntax.walk import Visitor
+
+
+class ScopeKind(TextEnum):
+    MODULE = "module"
+    CLASS = "class"
+    FUNCTION = "function"
+    LAMBDA = "lambda"
+    COMPREHENSION = "comprehension"
+
+
+class BindingKind(TextEnum):
+    """The statement that binds a name."""
+
+    IMPORT = "import"
+    DEF = "def"
+    CLASS = "class"
+    ASSIGN = "assign"  # `=`, and an annotated assignment with a value
+    AUGASSIGN = "augassign"
+    PARAM = "param"
+    FOR = "for"  # a `for` loop or a comprehension's `for`
+    WITH = "with"
+    EXCEPT = "except"
+    WALRUS = "walrus"
+
+
+# Bindings whose `value` is the expression the name was assigned (`=`, `:=`).
+ASSIGNED = (BindingKind.ASSIGN, BindingKind.WALRUS)
 
 
 @dataclass(eq=False)
@@ -20,7 +49,7 @@ class Binding:
     """One place where a name is bound."""
 
     name: str
-    kind: str  # import | def | class | assign | augassign | param | for | with | except | walrus
+    kind: BindingKind
     scope: Scope
     node: cst.CSTNode  # the binding statement or definition
     value: cst.BaseExpression | None = None  # assigned value or iterated expression
@@ -31,7 +60,7 @@ class Binding:
 
 @dataclass(eq=False)
 class Scope:
-    kind: str  # module | class | function | lambda | comprehension
+    kind: ScopeKind
     node: cst.CSTNode
     parent: Scope | None
     name: str = ""
@@ -62,8 +91,8 @@ class Scope:
 
     def enclosing_function_binding(self, name: str) -> Scope | None:
         scope = self.parent
-        while scope is not None and scope.kind != "module":
-            if scope.kind != "class" and name in scope.bindings:
+        while scope is not None and scope.kind != ScopeKind.MODULE:
+            if scope.kind != ScopeKind.CLASS and name in scope.bindings:
                 return scope
             scope = scope.parent
         return None
@@ -75,7 +104,7 @@ class Scope:
         scope: Scope | None = self
         first = True
         while scope is not None:
-            if (first or scope.kind != "class") and name in scope.bindings:
+            if (first or scope.kind != ScopeKind.CLASS) and name in scope.bindings:
                 return live_bindings(scope.bindings[name])
             first = False
             scope = scope.parent
@@ -84,7 +113,7 @@ class Scope:
     def qualname(self) -> str:
         parts = []
         scope: Scope | None = self
-        while scope is not None and scope.kind != "module":
+        while scope is not None and scope.kind != ScopeKind.MODULE:
             parts.append(scope.name or f"<{scope.kind}>")
             scope = scope.parent
         return ".".join(reversed(parts))
@@ -112,40 +141,43 @@ def dotted_name(node: cst.BaseExpression | cst.CSTNode) -> str | None:
     return None
 
 
+def is_staticmethod(function: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+               for d in function.decorators)
+
+
 DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
 
 
 class ScopeBuilder(Visitor):
     """Builds the scope tree of one module and remembers the scope of every scoped node."""
 
-    def __init__(self, module_name: str, is_package: bool) -> None:
+    def __init__(self, module: cst.Module, module_name: str, is_package: bool) -> None:
         self.module_name = module_name
         self.is_package = is_package
         self.scope_of: dict[int, Scope] = {}  # id(scoped node) -> its own scope
-        self.module_scope: Scope | None = None
         self.stack: list[Scope] = []
         # How many if/try/loop/with statements enclose the current point, per scope.
         self.branch_depth: dict[int, int] = {}
+        self.module_scope = self.push(ScopeKind.MODULE, module)
 
     # -- scope management --------------------------------------------------------------
     @property
     def current(self) -> Scope:
         return self.stack[-1]
 
-    def push(self, kind: str, node: cst.CSTNode, name: str = "") -> Scope:
-        scope = Scope(kind=kind, node=node, parent=self.stack[-1] if self.stack else None, name=name)
+    def push(self, kind: ScopeKind, node: cst.CSTNode, name: str = "") -> Scope:
+        parent = self.stack[-1] if self.stack else None
+        scope = Scope(kind=kind, node=node, parent=parent, name=name)
         self.scope_of[id(node)] = scope
         self.stack.append(scope)
         return scope
 
-    def bind(self, name: str, kind: str, node: cst.CSTNode, value=None, qualname=None,
+    def bind(self, name: str, kind: BindingKind, node: cst.CSTNode, value=None, qualname=None,
              scope: Scope | None = None) -> None:
         scope = scope or self.current
         conditional = self.branch_depth.get(id(self.current), 0) > 0
         scope.bind(Binding(name, kind, scope, node, value, qualname, conditional))
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self.module_scope = self.push("module", node)
 
     def leave_Module(self, node: cst.Module) -> None:
         self.stack.pop()
@@ -154,8 +186,8 @@ class ScopeBuilder(Visitor):
         for decorator in node.decorators:
             self.walk(decorator)
         self.visit_parameter_defaults(node.params)
-        self.bind(node.name.value, "def", node)
-        scope = self.push("function", node, node.name.value)
+        self.bind(node.name.value, BindingKind.DEF, node)
+        scope = self.push(ScopeKind.FUNCTION, node, node.name.value)
         self.bind_parameters(node.params, node, scope)
         self.walk(node.body)
         self.stack.pop()
@@ -163,7 +195,7 @@ class ScopeBuilder(Visitor):
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         self.visit_parameter_defaults(node.params)
-        scope = self.push("lambda", node, "<lambda>")
+        scope = self.push(ScopeKind.LAMBDA, node, "<lambda>")
         self.bind_parameters(node.params, node, scope)
         self.walk(node.body)
         self.stack.pop()
@@ -174,8 +206,8 @@ class ScopeBuilder(Visitor):
             self.walk(decorator)
         for arg in (*node.bases, *node.keywords):
             self.walk(arg)
-        self.bind(node.name.value, "class", node)
-        self.push("class", node, node.name.value)
+        self.bind(node.name.value, BindingKind.CLASS, node)
+        self.push(ScopeKind.CLASS, node, node.name.value)
         self.walk(node.body)
         self.stack.pop()
         return False
@@ -191,19 +223,19 @@ class ScopeBuilder(Visitor):
             if isinstance(extra, cst.Param):
                 every.append(extra)
         for param in every:
-            self.bind(param.name.value, "param", param, scope=scope)
+            self.bind(param.name.value, BindingKind.PARAM, param, scope=scope)
 
     def visit_comprehension(self, node, elements: list[cst.CSTNode]) -> bool:
         for_in = node.for_in
         self.walk(for_in.iter)  # the first iterable is evaluated in the enclosing scope
-        self.push("comprehension", node, "<comprehension>")
+        self.push(ScopeKind.COMPREHENSION, node, "<comprehension>")
         clause: cst.CompFor | None = for_in
         first = True
         while clause is not None:
             if not first:
                 self.walk(clause.iter)
             first = False
-            self.bind_target(clause.target, "for", clause, clause.iter)
+            self.bind_target(clause.target, BindingKind.FOR, clause, clause.iter)
             for condition in clause.ifs:
                 self.walk(condition)
             clause = clause.inner_for_in
@@ -237,7 +269,7 @@ class ScopeBuilder(Visitor):
 
 
     # -- bindings ----------------------------------------------------------------------
-    def bind_target(self, target: cst.BaseExpression, kind: str, node: cst.CSTNode,
+    def bind_target(self, target: cst.BaseExpression, kind: BindingKind, node: cst.CSTNode,
                     value: cst.BaseExpression | None) -> None:
         if isinstance(target, cst.Name):
             self.bind(target.value, kind, node, value)
@@ -245,7 +277,7 @@ class ScopeBuilder(Visitor):
             for element in target.elements:
                 inner = element.value
                 # Unpacked targets get no single value (except for loops keep the iterable).
-                self.bind_target(inner, kind, node, value if kind == "for" else None)
+                self.bind_target(inner, kind, node, value if kind == BindingKind.FOR else None)
         elif isinstance(target, cst.StarredElement):
             self.bind_target(target.value, kind, node, None)
 
@@ -258,7 +290,7 @@ class ScopeBuilder(Visitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         single = len(node.targets) == 1
         for target in node.targets:
-            self.bind_target(target.target, "assign", node, node.value)
+            self.bind_target(target.target, BindingKind.ASSIGN, node, node.value)
             if single and isinstance(target.target, cst.Subscript):
                 self.record_item_assignment(target.target, node.value)
 
@@ -284,21 +316,21 @@ class ScopeBuilder(Visitor):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self.bind_target(node.target, "assign", node, node.value)
+            self.bind_target(node.target, BindingKind.ASSIGN, node, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.bind_target(node.target, "augassign", node, None)
+        self.bind_target(node.target, BindingKind.AUGASSIGN, node, None)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         scope = self.current
-        while scope.kind == "comprehension" and scope.parent is not None:
+        while scope.kind == ScopeKind.COMPREHENSION and scope.parent is not None:
             scope = scope.parent
         if isinstance(node.target, cst.Name):
-            self.bind(node.target.value, "walrus", node, node.value, scope=scope)
+            self.bind(node.target.value, BindingKind.WALRUS, node, node.value, scope=scope)
 
     def visit_For(self, node: cst.For) -> bool:
         self.walk(node.iter)
-        self.bind_target(node.target, "for", node, node.iter)
+        self.bind_target(node.target, BindingKind.FOR, node, node.iter)
         self.enter_branch(node)
         self.walk(node.body)
         if node.orelse is not None:
@@ -308,11 +340,11 @@ class ScopeBuilder(Visitor):
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
-            self.bind_target(node.asname.name, "with", node, node.item)
+            self.bind_target(node.asname.name, BindingKind.WITH, node, node.item)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if node.name is not None and isinstance(node.name.name, cst.Name):
-            self.bind(node.name.name.value, "except", node)
+            self.bind(node.name.name.value, BindingKind.EXCEPT, node)
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -320,10 +352,10 @@ class ScopeBuilder(Visitor):
             if full is None:
                 continue
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.bind(alias.asname.name.value, "import", node, qualname=full)
+                self.bind(alias.asname.name.value, BindingKind.IMPORT, node, qualname=full)
             else:
                 head = full.split(".")[0]
-                self.bind(head, "import", node, qualname=head)
+                self.bind(head, BindingKind.IMPORT, node, qualname=head)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if isinstance(node.names, cst.ImportStar):
@@ -341,10 +373,10 @@ class ScopeBuilder(Visitor):
             local = imported
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self.bind(local, "import", node, qualname=f"{base}.{imported}")
+            self.bind(local, BindingKind.IMPORT, node, qualname=f"{base}.{imported}")
 
 
 def build_scopes(module: cst.Module, module_name: str, is_package: bool) -> ScopeBuilder:
-    builder = ScopeBuilder(module_name, is_package)
+    builder = ScopeBuilder(module, module_name, is_package)
     builder.walk(module)
     return builder

@@ -18,16 +18,21 @@ reads, writes and in-place mutations, and branch conditions, each with its scope
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import libcst as cst
 
+from ckptlint.analysis.resolve import ClassInfo, FunctionValue, Resolver
+from ckptlint.analysis.scopes import ASSIGNED, BindingKind, Scope, ScopeKind
+from ckptlint.enums import TextEnum
 from ckptlint.syntax.walk import Visitor
 
-from ckptlint.analysis.resolve import ClassInfo, FunctionValue, Resolver
-from ckptlint.analysis.scopes import Scope
+if TYPE_CHECKING:  # sites.py builds on this module; only the types come from there
+    from ckptlint.analysis.apis import Mode
+    from ckptlint.analysis.sites import Site
 
 # Top-level packages whose code is library code: never followed, never parsed for a segment.
 FRAMEWORK_PACKAGES = frozenset({
@@ -101,10 +106,9 @@ def import_qualnames(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> 
             return {f"builtins.{expr.value}"} if expr.value in BUILTIN_NAMES else set()
         names: set[str] = set()
         for binding in bindings:
-            if binding.kind == "import" and binding.qualname:
+            if binding.kind == BindingKind.IMPORT and binding.qualname:
                 names.add(binding.qualname)
-            elif binding.kind in ("assign", "walrus") and binding.value is not None and isinstance(
-                    binding.value, (cst.Name, cst.Attribute)):
+            elif binding.kind in ASSIGNED and isinstance(binding.value, (cst.Name, cst.Attribute)):
                 names |= import_qualnames(binding.value, binding.scope, depth + 1)
         return names
     if isinstance(expr, cst.Attribute):
@@ -117,10 +121,11 @@ def assigned_constructors(resolver: Resolver, cls: ClassInfo,
                           attr: str) -> list[set[str]] | None:
     """What each `self.<attr> = X(...)` in `cls` calls, as the qualified names of `X`; None
     when `self.<attr>` is never assigned or some assignment is not a call."""
-    assigned = resolver.attribute_assignments(cls).get(attr)
-    if not assigned or not all(isinstance(value, cst.Call) for value, _ in assigned):
+    assigned = resolver.attribute_assignments(cls).get(attr) or []
+    calls = [(value, scope) for value, scope in assigned if isinstance(value, cst.Call)]
+    if not assigned or len(calls) != len(assigned):
         return None
-    return [import_qualnames(value.func, value_scope) for value, value_scope in assigned]
+    return [import_qualnames(call.func, scope) for call, scope in calls]
 
 
 def is_framework(qualname: str) -> bool:
@@ -150,9 +155,9 @@ def chain_name(function: FunctionValue) -> str:
     """`Class.method` for methods, `module.func` for functions (as chains show them)."""
     qualname = function.qualname
     scope = function.scope.parent
-    while scope is not None and scope.kind not in ("class", "module"):
+    while scope is not None and scope.kind not in (ScopeKind.CLASS, ScopeKind.MODULE):
         scope = scope.parent
-    if scope is not None and scope.kind == "class":
+    if scope is not None and scope.kind == ScopeKind.CLASS:
         return qualname
     short = function.module.name.rsplit(".", 1)[-1] if function.module.name else ""
     return f"{short}.{qualname}" if short else qualname
@@ -185,11 +190,11 @@ class Reached:
 
 @dataclass(eq=False)
 class Segment:
-    site: object  # ckptlint.analysis.sites.Site
+    site: Site
     functions: list[Reached] = field(default_factory=list)
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         return self.site.mode
 
 
@@ -215,7 +220,7 @@ class SegmentBuilder:
             self._facts[key] = FunctionFacts.collect(function)
         return self._facts[key]
 
-    def build(self, site) -> Segment:
+    def build(self, site: Site) -> Segment:
         segment = Segment(site)
         seen: set[int] = set()
         queue: list[Reached] = []
@@ -301,13 +306,14 @@ class SegmentBuilder:
         for value, value_scope in assigned or []:
             if not isinstance(value, cst.IfExp):
                 continue
-            pending = [value]
+            pending: list[cst.BaseExpression] = [value]
             while pending:
                 expr = pending.pop()
                 if isinstance(expr, cst.IfExp):
                     pending += [expr.body, expr.orelse]
                     continue
-                names = import_qualnames(expr.func, value_scope) if isinstance(expr, cst.Call) else set()
+                names = (import_qualnames(expr.func, value_scope) if isinstance(expr, cst.Call)
+                         else set())
                 if names and all(is_framework(name) for name in names):
                     continue
                 values += self.resolver.values(expr, cls.module, value_scope)
@@ -337,7 +343,7 @@ class SegmentBuilder:
         return cls
 
 
-def site_builds_instance(site, resolver: Resolver) -> bool:
+def site_builds_instance(site: Site, resolver: Resolver) -> bool:
     """`checkpoint(Interpreter(gm).run, ...)`, `checkpoint(Block(dim), x)`: the target's
     `self` is built at the site, for this call only."""
     from ckptlint.analysis.sites import target_expression
@@ -363,14 +369,27 @@ def site_builds_instance(site, resolver: Resolver) -> bool:
 
 
 # -- facts about one function ------------------------------------------------------------------
+N = TypeVar("N", bound=cst.CSTNode)
+
+
 @dataclass(eq=False)
-class Occurrence:
-    node: cst.CSTNode
+class Occurrence(Generic[N]):
+    node: N
     scope: Scope
     in_condition: bool = False
     grad_guarded: bool = False  # inside `if torch.is_grad_enabled():`
     once_guarded: bool = False  # inside `if key not in SEEN: SEEN.add(key); ...` (run once)
     attr: str | None = None  # for a name read as `name.attr`: the attribute
+
+
+class WriteKind(TextEnum):
+    """How a segment changes something (CKP401's `write`)."""
+
+    ASSIGN = "assign"  # `target = ...`
+    AUGASSIGN = "augassign"  # `target += ...`
+    ITEM = "item"  # `target[k] = ...`
+    DEL = "del"  # `del target`, `del target[k]`
+    METHOD = "method"  # `target.append(...)`, `target.add_(...)`
 
 
 @dataclass(eq=False)
@@ -379,7 +398,7 @@ class Write:
 
     target: cst.BaseExpression  # the thing changed (Name/Attribute; for items, the container)
     node: cst.CSTNode  # the statement or call that changes it
-    how: str  # "assign" | "augassign" | "item" | "del" | "method"
+    how: WriteKind
     scope: Scope
     method: str = ""
     grad_guarded: bool = False
@@ -395,8 +414,8 @@ class Condition:
 
 @dataclass(eq=False)
 class FunctionFacts:
-    calls: list[Occurrence] = field(default_factory=list)
-    loads: list[Occurrence] = field(default_factory=list)  # Name/Attribute reads
+    calls: list[Occurrence[cst.Call]] = field(default_factory=list)
+    loads: list[Occurrence[cst.Name | cst.Attribute]] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
     conditions: list[Condition] = field(default_factory=list)
     grad_guards: list[tuple[cst.If, Scope]] = field(default_factory=list)
@@ -437,7 +456,8 @@ def is_run_once_guard(node: cst.If) -> bool:
                 self.found = True
 
         def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
-            if isinstance(target.target, cst.Subscript) and compact(target.target.value) == container:
+            if isinstance(target.target, cst.Subscript) \
+                    and compact(target.target.value) == container:
                 self.found = True
 
     records = Records()
@@ -545,7 +565,7 @@ class FactCollector(Visitor):
         self.leave_condition()
 
     # -- writes ------------------------------------------------------------------------
-    def record_target(self, target: cst.BaseExpression, node: cst.CSTNode, how: str) -> None:
+    def record_target(self, target: cst.BaseExpression, node: cst.CSTNode, how: WriteKind) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self.record_target(element.value, node, how)
@@ -561,23 +581,24 @@ class FactCollector(Visitor):
         elif isinstance(target, cst.Subscript):
             container = target.value
             self.skip_load.add(id(container))
-            self.facts.writes.append(Write(container, node, "item" if how != "del" else "del",
+            item_how = WriteKind.DEL if how == WriteKind.DEL else WriteKind.ITEM
+            self.facts.writes.append(Write(container, node, item_how,
                                            self.scope, grad_guarded=guarded,
                                            once_guarded=self.once_depth > 0))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self.record_target(target.target, node, "assign")
+            self.record_target(target.target, node, WriteKind.ASSIGN)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self.record_target(node.target, node, "assign")
+            self.record_target(node.target, node, WriteKind.ASSIGN)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.record_target(node.target, node, "augassign")
+        self.record_target(node.target, node, WriteKind.AUGASSIGN)
 
     def visit_Del(self, node: cst.Del) -> None:
-        self.record_target(node.target, node, "del")
+        self.record_target(node.target, node, WriteKind.DEL)
 
     def visit_For(self, node: cst.For) -> None:
         self.mark_bound(node.target)
@@ -599,7 +620,7 @@ class FactCollector(Visitor):
         elif isinstance(target, cst.Name):
             self.skip_load.add(id(target))
         elif isinstance(target, (cst.Attribute, cst.Subscript)):
-            self.record_target(target, target, "assign")
+            self.record_target(target, target, WriteKind.ASSIGN)
 
     # -- calls and reads ---------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
@@ -612,7 +633,7 @@ class FactCollector(Visitor):
             receiver = func.value
             if isinstance(receiver, (cst.Name, cst.Attribute)):
                 self.skip_load.add(id(receiver))
-                self.facts.writes.append(Write(receiver, node, "method", self.scope,
+                self.facts.writes.append(Write(receiver, node, WriteKind.METHOD, self.scope,
                                                method=func.attr.value,
                                                grad_guarded=self.guard_depth > 0,
                                                once_guarded=self.once_depth > 0))

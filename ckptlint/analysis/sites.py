@@ -13,18 +13,24 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ckptlint.analysis import apis
+from ckptlint.analysis.apis import CheckpointApi, Mode, SiteKind
+from ckptlint.analysis.resolve import ClassInfo, ClassValue, FunctionValue, InstanceValue, Resolver
+from ckptlint.analysis.scopes import ASSIGNED, BindingKind, Scope, ScopeKind, dotted_name
+from ckptlint.enums import TextEnum
+from ckptlint.findings import SiteRef, TargetRef
+from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
 
-from ckptlint.analysis import apis
-from ckptlint.analysis.apis import CheckpointApi
-from ckptlint.findings import SiteRef, TargetRef
-from ckptlint.analysis.resolve import ClassInfo, ClassValue, FunctionValue, InstanceValue, Resolver
-from ckptlint.analysis.scopes import Scope, dotted_name
-from ckptlint.syntax.source import SourceModule
 
-# Site kinds beyond the API kinds in `apis`.
-HF_FUNC, HF_LAYER, HF_ENABLE, HF_ARGS = "hf-func", "hf-layer", "hf-enable", "hf-args"
-REENTRANT, NON_REENTRANT, UNKNOWN = "reentrant", "non-reentrant", "unknown"
+class ModeSource(TextEnum):
+    """How a site's mode is known."""
+
+    EXPLICIT = "explicit"  # `use_reentrant` or `checkpoint_impl` given
+    IMPLICIT = "implicit"  # torch's default applies
+    API = "api"  # the API has one mode
+    UNKNOWN = "unknown"
+
 
 MAX_ALIAS_DEPTH = 8
 
@@ -59,14 +65,12 @@ class CallArguments:
 class Site:
     module: SourceModule
     node: cst.Call | cst.ClassDef
-    kind: str
+    kind: SiteKind
     scope: Scope
     api: CheckpointApi | None = None
     arguments: CallArguments | None = None
-    mode: str = UNKNOWN
-    # How the mode is known: "explicit" (use_reentrant/checkpoint_impl given), "implicit"
-    # (torch default applies), "api" (the API has one mode), "unknown".
-    mode_source: str = "unknown"
+    mode: Mode = Mode.UNKNOWN
+    mode_source: ModeSource = ModeSource.UNKNOWN
     preserve_rng_state: bool | None = True
     # The transformers name a site without a table API stands for (its layer base class,
     # `gradient_checkpointing_enable`, the training arguments class).
@@ -85,7 +89,9 @@ class Site:
         refs = []
         for target in self.targets:
             node = target.node
-            first = node.decorators[0] if isinstance(node, cst.FunctionDef) and node.decorators else node
+            first: cst.CSTNode = node
+            if isinstance(node, cst.FunctionDef) and node.decorators:
+                first = node.decorators[0]
             row = target.module.start(first).row
             refs.append(TargetRef(target.module.display, row, target.qualname))
         return tuple(refs)
@@ -97,7 +103,7 @@ class Site:
 
     @property
     def is_segment(self) -> bool:
-        return self.kind not in (HF_ENABLE, HF_ARGS)
+        return self.kind not in (SiteKind.HF_ENABLE, SiteKind.HF_ARGS)
 
     @property
     def call(self) -> cst.Call | None:
@@ -123,7 +129,7 @@ class SiteFinder(Visitor):
         self.stack: list[Scope] = [self.scopes.module_scope]
         self.sites: list[Site] = []
         self.imports_transformers = any(
-            binding.kind == "import" and (binding.qualname or "").split(".")[0]
+            binding.kind == BindingKind.IMPORT and (binding.qualname or "").split(".")[0]
             in ("transformers", "peft", "trl")
             for scope in self.scopes.scope_of.values()
             for bindings in scope.bindings.values() for binding in bindings
@@ -132,14 +138,14 @@ class SiteFinder(Visitor):
     # -- scope tracking ----------------------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
         scope = self.scopes.scope_of.get(id(node))
-        if scope is not None and scope.kind != "module":
+        if scope is not None and scope.kind != ScopeKind.MODULE:
             self.stack.append(scope)
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         super().on_leave(original_node)
         scope = self.scopes.scope_of.get(id(original_node))
-        if scope is not None and scope.kind != "module":
+        if scope is not None and scope.kind != ScopeKind.MODULE:
             self.stack.pop()
 
     @property
@@ -152,7 +158,8 @@ class SiteFinder(Visitor):
         base = self.layer_base(node, outer, 0)
         if base is not None:
             class_scope = self.scopes.scope_of[id(node)]
-            self.sites.append(Site(self.module, node, HF_LAYER, class_scope, library_api=base))
+            self.sites.append(Site(self.module, node, SiteKind.HF_LAYER, class_scope,
+                                   library_api=base))
 
     def layer_base(self, node: cst.ClassDef, scope: Scope, depth: int) -> str | None:
         """The layer base class (qualified name) `node` derives from, if any."""
@@ -164,7 +171,7 @@ class SiteFinder(Visitor):
                     return qualname
             if isinstance(base.value, cst.Name):
                 for binding in scope.lookup(base.value.value):
-                    if binding.kind == "class":
+                    if isinstance(binding.node, cst.ClassDef):  # BindingKind.CLASS
                         found = self.layer_base(binding.node, binding.scope, depth + 1)
                         if found is not None:
                             return found
@@ -176,19 +183,19 @@ class SiteFinder(Visitor):
         if isinstance(func, cst.Attribute):
             attr = func.attr.value
             if attr == apis.HF_CHECKPOINT_METHOD:
-                self.sites.append(Site(self.module, node, HF_FUNC, scope,
+                self.sites.append(Site(self.module, node, SiteKind.HF_FUNC, scope,
                                        arguments=self.arguments(node, scope, ()),
                                        preserve_rng_state=True,
                                        library_api=apis.HF_CHECKPOINT_API))
                 return
             if attr == apis.HF_ENABLE_METHOD and self.imports_transformers:
-                self.sites.append(Site(self.module, node, HF_ENABLE, scope,
+                self.sites.append(Site(self.module, node, SiteKind.HF_ENABLE, scope,
                                        arguments=self.arguments(node, scope, ()),
                                        library_api=apis.HF_ENABLE_API))
                 return
         arguments_classes = self.local_qualnames(func, scope, 0) & set(apis.HF_TRAINING_ARGUMENTS)
         if arguments_classes:
-            self.sites.append(Site(self.module, node, HF_ARGS, scope,
+            self.sites.append(Site(self.module, node, SiteKind.HF_ARGS, scope,
                                    arguments=self.arguments(node, scope, ()),
                                    library_api=min(arguments_classes)))
             return
@@ -211,12 +218,13 @@ class SiteFinder(Visitor):
         if isinstance(expr, cst.Name):
             names: set[str] = set()
             for binding in scope.lookup(expr.value):
-                if binding.kind == "import" and binding.qualname:
+                if binding.kind == BindingKind.IMPORT and binding.qualname:
                     names.add(binding.qualname)
-                elif binding.kind == "def" and binding.scope.kind == "module" and self.module.name:
+                elif binding.kind == BindingKind.DEF and binding.scope.kind == ScopeKind.MODULE \
+                        and self.module.name:
                     # Inside the API's own module (linting torch itself): its calls are sites.
                     names.add(f"{self.module.name}.{expr.value}")
-                elif binding.kind in ("assign", "walrus") and binding.value is not None:
+                elif binding.kind in ASSIGNED and binding.value is not None:
                     names |= self.local_qualnames(binding.value, binding.scope, depth + 1)
             return names
         if isinstance(expr, cst.Attribute):
@@ -227,13 +235,13 @@ class SiteFinder(Visitor):
     def api_refs(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[ApiRef]:
         if depth > MAX_ALIAS_DEPTH:
             return []
-        refs = [ApiRef(self.table[name]) for name in sorted(self.local_qualnames(expr, scope, depth))
-                if name in self.table]
+        names = sorted(self.local_qualnames(expr, scope, depth))
+        refs = [ApiRef(self.table[name]) for name in names if name in self.table]
         if refs:
             return refs
         if isinstance(expr, cst.Name):
             for binding in scope.lookup(expr.value):
-                if binding.kind in ("assign", "walrus") and binding.value is not None:
+                if binding.kind in ASSIGNED and binding.value is not None:
                     refs.extend(self.api_refs(binding.value, binding.scope, depth + 1))
         elif isinstance(expr, cst.Attribute):
             owner = self.resolver.self_class(expr.value, self.module, scope)
@@ -255,7 +263,8 @@ class SiteFinder(Visitor):
         layers = [(partial, partial_scope, 1) for partial, partial_scope in partials]
         layers.append((call, scope, 0))
         for layer_call, layer_scope, skip in layers:
-            positional = [arg for arg in layer_call.args if arg.keyword is None and arg.star != "**"]
+            positional = [arg for arg in layer_call.args
+                          if arg.keyword is None and arg.star != "**"]
             for arg in positional[skip:]:
                 if arg.star == "*":
                     result.star_positional = True
@@ -263,7 +272,8 @@ class SiteFinder(Visitor):
                     result.positional.append(Argument(arg.value, layer_call, layer_scope))
             for arg in layer_call.args:
                 if arg.keyword is not None:
-                    result.keywords[arg.keyword.value] = Argument(arg.value, layer_call, layer_scope)
+                    result.keywords[arg.keyword.value] = Argument(arg.value, layer_call,
+                                                                  layer_scope)
                 elif arg.star == "**":
                     result.double_star_calls.append(layer_call)
                     known = self.dict_keys(arg.value, layer_scope)
@@ -289,7 +299,8 @@ class SiteFinder(Visitor):
                     return None
                 keys[key] = element.value
             return keys
-        if isinstance(expr, cst.Call) and dotted_name(expr.func) == "dict" and not scope.lookup("dict"):
+        if isinstance(expr, cst.Call) and dotted_name(expr.func) == "dict" \
+                and not scope.lookup("dict"):
             keys = {}
             for arg in expr.args:
                 if arg.keyword is None:
@@ -298,84 +309,86 @@ class SiteFinder(Visitor):
             return keys
         if isinstance(expr, cst.Name):
             bindings = scope.lookup(expr.value)
-            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+            if len(bindings) != 1:
                 return None
             binding = bindings[0]
-            if expr.value in binding.scope.dict_updates:
+            if binding.kind != BindingKind.ASSIGN or binding.value is None \
+                    or expr.value in binding.scope.dict_updates:
                 return None
-            keys = self.dict_keys(binding.value, binding.scope, depth + 1)
-            if keys is None:
+            assigned = self.dict_keys(binding.value, binding.scope, depth + 1)
+            if assigned is None:
                 return None
             for key_expr, value in binding.scope.item_assignments.get(expr.value, []):
                 key = string_value(key_expr)
                 if key is None:
                     return None
-                keys[key] = value
-            return keys
+                assigned[key] = value
+            return assigned
         return None
 
     # -- mode --------------------------------------------------------------------------
     def decide_mode(self, site: Site) -> None:
         api, arguments = site.api, site.arguments
         assert api is not None and arguments is not None
-        if api.kind in (apis.FUNCTION, apis.SEQUENTIAL):
+        if api.kind in (SiteKind.FUNCTION, SiteKind.SEQUENTIAL):
             site.preserve_rng_state = self.preserve_rng_state(arguments)
             self.decide_keyword_mode(site, api, arguments)
-        elif api.kind == apis.WRAPPER:
+        elif api.kind == SiteKind.WRAPPER:
             self.decide_wrapper_mode(site, api, arguments.keywords.get("checkpoint_impl")
                                      or arguments.positional_at(1), arguments)
-        elif api.kind == apis.APPLY:
+        elif api.kind == SiteKind.APPLY:
             self.decide_apply_mode(site, arguments)
         else:
-            site.mode, site.mode_source = NON_REENTRANT, "api"
+            site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
 
     def decide_keyword_mode(self, site: Site, api: CheckpointApi, arguments: CallArguments) -> None:
-        if api.mode == apis.REENTRANT:
-            site.mode, site.mode_source = REENTRANT, "api"
+        if api.mode == Mode.REENTRANT:
+            site.mode, site.mode_source = Mode.REENTRANT, ModeSource.API
             return
         given = arguments.keywords.get("use_reentrant")
         if given is None and api.use_reentrant_index is not None:
             given = arguments.positional_at(api.use_reentrant_index)
         if given is not None:
             flag = bool_value(given.value)
-            site.mode = UNKNOWN if flag is None else (REENTRANT if flag else NON_REENTRANT)
-            site.mode_source = "unknown" if flag is None else "explicit"
+            site.mode = (Mode.UNKNOWN if flag is None
+                         else Mode.REENTRANT if flag else Mode.NON_REENTRANT)
+            site.mode_source = ModeSource.UNKNOWN if flag is None else ModeSource.EXPLICIT
         elif arguments.opaque_keywords:
-            site.mode, site.mode_source = UNKNOWN, "unknown"
-        elif api.mode == apis.TORCH:
-            site.mode, site.mode_source = REENTRANT, "implicit"
+            site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
+        elif api.mode == Mode.TORCH:
+            site.mode, site.mode_source = Mode.REENTRANT, ModeSource.IMPLICIT
         else:
-            site.mode, site.mode_source = NON_REENTRANT, "api"
+            site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
 
     def decide_wrapper_mode(self, site: Site, api: CheckpointApi, impl: Argument | None,
                             arguments: CallArguments | None) -> None:
-        if api.mode == apis.REENTRANT:
-            site.mode, site.mode_source = REENTRANT, "api"
+        if api.mode == Mode.REENTRANT:
+            site.mode, site.mode_source = Mode.REENTRANT, ModeSource.API
         elif impl is not None:
             names = self.local_qualnames(impl.value, impl.scope, 0)
             if apis.REENTRANT_IMPL in names:
-                site.mode, site.mode_source = REENTRANT, "explicit"
+                site.mode, site.mode_source = Mode.REENTRANT, ModeSource.EXPLICIT
             elif any(name.endswith("CheckpointImpl.NO_REENTRANT") for name in names):
-                site.mode, site.mode_source = NON_REENTRANT, "explicit"
+                site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.EXPLICIT
             else:
-                site.mode, site.mode_source = UNKNOWN, "unknown"
+                site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
         elif arguments is not None and arguments.opaque_keywords:
-            site.mode, site.mode_source = UNKNOWN, "unknown"
+            site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
         else:
-            site.mode, site.mode_source = NON_REENTRANT, "api"
+            site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
 
     def decide_apply_mode(self, site: Site, arguments: CallArguments) -> None:
         wrapper_fn = arguments.keywords.get("checkpoint_wrapper_fn") or arguments.positional_at(1)
         if wrapper_fn is None:
             if arguments.opaque_keywords:
-                site.mode, site.mode_source = UNKNOWN, "unknown"
+                site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
             else:
-                site.mode, site.mode_source = NON_REENTRANT, "api"
+                site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
             return
         refs = [ref for ref in self.api_refs(wrapper_fn.value, wrapper_fn.scope, 0)
-                if ref.api.kind == apis.WRAPPER]
+                if ref.api.kind == SiteKind.WRAPPER]
         if not refs:
-            site.mode, site.mode_source = UNKNOWN, "unknown"
+            site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
             return
         ref = refs[0]
         inner = self.arguments(cst.Call(func=cst.Name("_")), wrapper_fn.scope, ref.partials)
@@ -412,7 +425,7 @@ def find_sites(module: SourceModule, resolver: Resolver, table: dict[str, Checkp
 def target_expression(site: Site) -> Argument | None:
     """The argument naming what the site checkpoints (None for classes and `apply`)."""
     arguments = site.arguments
-    if arguments is None or site.kind in (HF_LAYER, apis.APPLY):
+    if arguments is None or site.kind in (SiteKind.HF_LAYER, SiteKind.APPLY):
         return None
     index = site.api.target_index if site.api is not None else 0
     return arguments.positional_at(index)
@@ -423,7 +436,8 @@ def resolve_targets(site: Site, resolver: Resolver) -> None:
     if not site.is_segment:
         return
     module = site.module
-    if site.kind == HF_LAYER:
+    if site.kind == SiteKind.HF_LAYER:
+        assert isinstance(site.node, cst.ClassDef)
         cls = ClassInfo(module, site.node, site.scope)
         method = resolver.find_method(cls, "forward")
         if method is None:
@@ -431,7 +445,7 @@ def resolve_targets(site: Site, resolver: Resolver) -> None:
         else:
             site.targets.append(method)
         return
-    if site.kind == apis.APPLY:
+    if site.kind == SiteKind.APPLY:
         resolve_apply_targets(site, resolver)
         return
     argument = target_expression(site)
@@ -443,7 +457,8 @@ def resolve_targets(site: Site, resolver: Resolver) -> None:
 
 
 def resolve_apply_targets(site: Site, resolver: Resolver) -> None:
-    """`apply_activation_checkpointing(check_fn=lambda m: isinstance(m, Block))` -> Block.forward."""
+    """`apply_activation_checkpointing(check_fn=lambda m: isinstance(m, Block))`: the
+    `forward` of Block."""
     assert site.arguments is not None
     check_fn = site.arguments.keywords.get("check_fn")
     if check_fn is None:
@@ -468,7 +483,8 @@ def isinstance_classes(function: FunctionValue, resolver: Resolver) -> list[Clas
         if dotted_name(call.func) != "isinstance" or len(call.args) != 2:
             continue
         spec = call.args[1].value
-        names = [element.value for element in spec.elements] if isinstance(spec, cst.Tuple) else [spec]
+        names = ([element.value for element in spec.elements] if isinstance(spec, cst.Tuple)
+                 else [spec])
         for name in names:
             for value in resolver.values(name, function.module, function.scope):
                 if isinstance(value, ClassValue):

@@ -18,7 +18,14 @@ from __future__ import annotations
 import libcst as cst
 
 from ckptlint.analysis.resolve import Resolver
-from ckptlint.analysis.scopes import Binding, Scope
+from ckptlint.analysis.scopes import (
+    ASSIGNED,
+    Binding,
+    BindingKind,
+    Scope,
+    ScopeKind,
+    is_staticmethod,
+)
 from ckptlint.analysis.segment import assigned_constructors, import_qualnames, is_framework
 
 NONE, WEAK, STRONG = 0, 1, 2
@@ -50,7 +57,7 @@ TENSOR_METHODS = frozenset({
     "index_select", "cumsum", "cumprod", "topk", "sort", "argsort", "allclose", "equal",
     "isclose", "logical_and", "logical_or", "logical_not", "numpy", "to", "cpu", "cuda",
     "square", "neg", "sign", "round", "floor", "ceil", "trunc", "median", "mode", "unique",
-    "masked_select", "where", "sub", "add", "mul", "div", "norm", "relu", "new_zeros",
+    "masked_select", "where", "sub", "add", "mul", "div", "relu", "new_zeros",
 })
 # Boolean-valued questions about tensor values.
 TORCH_PREDICATES = frozenset({
@@ -70,14 +77,6 @@ TORCH_NOT_DATA = frozenset({
     "sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite", "_assert",
     "is_available", "current_device", "device_count", "get_device_name",
 })
-TORCH_NOT_DATA_PACKAGES = (
-    "torch.cuda.", "torch.distributed.", "torch.jit.", "torch.backends.", "torch._dynamo.",
-    "torch.compiler.", "torch.fx.", "torch.testing.", "torch.onnx.", "torch.overrides.",
-    "torch._C.", "torch.utils.", "torch.autograd.", "torch.mps.", "torch.xpu.",
-    "torch.library.", "torch._utils", "torch.nn.init.", "torch.nn.utils.", "torch.types.",
-    "torch.version.", "torch.hub.", "torch.futures.", "torch.multiprocessing.",
-    "torch._guards.", "torch._logging.", "torch.export.", "torch.profiler.",
-)
 NOT_DATA_BUILTINS = frozenset({
     "len", "isinstance", "issubclass", "hasattr", "getattr", "type", "callable", "id", "str",
     "repr", "hash", "vars", "dir", "format", "range", "enumerate", "zip", "iter", "next",
@@ -92,7 +91,7 @@ class TensorInference:
     """Levels of expressions inside one function of a segment."""
 
     def __init__(self, resolver: Resolver, module, function_scope: Scope,
-                 function_node: cst.CSTNode, owner=None) -> None:
+                 function_node: cst.FunctionDef | cst.Lambda, owner=None) -> None:
         self.resolver = resolver
         self.module = module
         self.function_scope = function_scope
@@ -106,9 +105,8 @@ class TensorInference:
         params = node.params
         ordinary = [*params.posonly_params, *params.params]
         if isinstance(node, cst.FunctionDef) and self.function_scope.parent is not None \
-                and self.function_scope.parent.kind == "class" and ordinary \
-                and not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-                            for d in node.decorators):
+                and self.function_scope.parent.kind == ScopeKind.CLASS and ordinary \
+                and not is_staticmethod(node):
             ordinary = ordinary[1:]  # self / cls
         names: set[str] = set()
         for param in [*ordinary, *params.kwonly_params]:
@@ -180,19 +178,19 @@ class TensorInference:
         return result
 
     def binding_level(self, binding: Binding, depth: int) -> int:
-        if binding.scope.kind not in ("function", "lambda", "comprehension"):
+        if binding.scope.kind in (ScopeKind.MODULE, ScopeKind.CLASS):
             return NONE  # module and class state are CKP201/204's business
-        if binding.kind == "param":
+        if binding.kind == BindingKind.PARAM:
             if binding.scope is self.function_scope and binding.name in self._params:
                 return WEAK
             return NONE
-        if binding.kind in ("assign", "walrus") and binding.value is not None:
+        if binding.kind in ASSIGNED and binding.value is not None:
             if isinstance(binding.node, cst.Assign) and any(
                     isinstance(t.target, (cst.Tuple, cst.List)) for t in binding.node.targets):
                 # `a, b = ...`: an element of the value (an unpacked tensor result stays data).
                 return min(self.level(binding.value, binding.scope, depth + 1), WEAK)
             return self.level(binding.value, binding.scope, depth + 1)
-        if binding.kind == "augassign":
+        if binding.kind == BindingKind.AUGASSIGN:
             return NONE
         return NONE
 
@@ -222,7 +220,8 @@ class TensorInference:
             if receiver == STRONG:
                 return STRONG
             if method in ("item", "tolist", "any", "all"):
-                if isinstance(func.value, cst.Attribute) and func.value.attr.value in METADATA_ATTRS:
+                if isinstance(func.value, cst.Attribute) \
+                        and func.value.attr.value in METADATA_ATTRS:
                     return NONE
                 return STRONG
             if receiver == WEAK and method in TENSOR_METHODS:

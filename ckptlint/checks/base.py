@@ -8,15 +8,16 @@ creates findings with `data` only; `finding` renders the message from them.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 import libcst as cst
 
-from ckptlint.registry import rule_info
-from ckptlint.findings import Finding, Fix
-from ckptlint.messages import Phrases, render
 from ckptlint.analysis.sites import Site
 from ckptlint.checks.context import RuleContext
+from ckptlint.findings import Finding, Fix
+from ckptlint.messages import Phrases, render
+from ckptlint.registry import rule_info
 from ckptlint.syntax.source import SourceModule
 
 
@@ -53,5 +54,5 @@ class SiteRule(Rule):
 
     def site_finding(self, site: Site, data: Mapping[str, Any], fix: Fix | None = None) -> Finding:
         """A finding at the site; `data` gains the contract's `api` and `mode`."""
-        return self.finding(site.module, site.node, {"api": site.api_name, "mode": site.mode,
+        return self.finding(site.module, site.node, {"api": site.api_name, "mode": site.mode.value,
                                                      **data}, site=site, fix=fix)

@@ -10,8 +10,9 @@ without rules doing anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any, TypeVar
 
 from ckptlint.analysis.bindings import BindingModel
 from ckptlint.analysis.dependencies import DependencyRecorder

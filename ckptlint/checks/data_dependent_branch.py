@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from ckptlint.findings import Finding
-from ckptlint.checks.segment_base import SegmentRule
-from ckptlint.checks.state_facts import source_text
 from ckptlint.analysis.segment import Segment
 from ckptlint.analysis.tensors import STRONG
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import source_text
+from ckptlint.findings import Finding
 
 # The syntax that branches, by the libcst node holding the condition.
 BRANCHES = {"If": "if", "While": "while", "IfExp": "conditional", "Assert": "assert",

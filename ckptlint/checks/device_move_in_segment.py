@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import keyword, random_call, random_module_call
+from ckptlint.analysis.scopes import ASSIGNED, BindingKind, Scope
+from ckptlint.analysis.segment import Segment, import_qualnames
 from ckptlint.checks.phrases import TORCH_DRAW_PHRASES
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.state_facts import source_text
-from ckptlint.analysis.scopes import Scope
-from ckptlint.analysis.segment import Segment, import_qualnames
+from ckptlint.findings import Finding
 
 SAFE_DEVICE_STRINGS = ("cpu", "meta")
 
@@ -124,10 +124,10 @@ class DeviceMoveInSegment(SegmentRule):
             if not bindings:
                 return False
             for binding in bindings:
-                if binding.kind == "param":
+                if binding.kind == BindingKind.PARAM:
                     if callee:
                         return False  # a helper's `device` parameter: the caller's choice
-                elif binding.kind in ("assign", "walrus") and binding.value is not None:
+                elif binding.kind in ASSIGNED and binding.value is not None:
                     if not self.is_foreign_device(binding.value, binding.scope, depth + 1,
                                                   named=True, callee=callee):
                         return False

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import EXTERNAL_READS, external_read
-from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.analysis.scopes import Scope
 from ckptlint.analysis.segment import Segment
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.findings import Finding
 
 
 class ExternalStateRead(SegmentRule):
@@ -28,7 +29,8 @@ class ExternalStateRead(SegmentRule):
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
             seen: set[int] = set()
-            candidates = [(call.node.func, call.node, call.scope) for call in facts.calls]
+            candidates: list[tuple[cst.BaseExpression, cst.CSTNode, Scope]] = [
+                (call.node.func, call.node, call.scope) for call in facts.calls]
             candidates += [(load.node, load.node, load.scope) for load in facts.loads
                            if isinstance(load.node, cst.Attribute)]
             for expr, node, scope in candidates:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import Draw, foreign_random_call, keyword
+from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind
+from ckptlint.analysis.segment import FunctionFacts, Segment, import_qualnames
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.state_facts import source_text
-from ckptlint.analysis.scopes import Scope
-from ckptlint.analysis.segment import FunctionFacts, Segment, import_qualnames
+from ckptlint.findings import Finding
 
 
 class ForeignRng(SegmentRule):
@@ -56,13 +56,13 @@ class ForeignRng(SegmentRule):
         if not isinstance(expr, cst.Name):
             return False
         bindings = scope.lookup(expr.value)
-        if not bindings or bindings[0].scope.kind == "module":
+        if not bindings or bindings[0].scope.kind == ScopeKind.MODULE:
             return False
-        if len(bindings) == 1 and bindings[0].kind == "param":
+        if len(bindings) == 1 and bindings[0].kind == BindingKind.PARAM:
             default = getattr(bindings[0].node, "default", None)
             return isinstance(default, cst.Name) and default.value == "None"
         for binding in bindings:
-            if binding.kind != "assign" or not isinstance(binding.value, cst.Call):
+            if binding.kind != BindingKind.ASSIGN or not isinstance(binding.value, cst.Call):
                 return False
             if is_seeded_generator_expr(binding.value, binding.scope):
                 continue

@@ -1,16 +1,16 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 import libcst as cst
 
+from ckptlint.analysis.apis import Mode, SiteKind
+from ckptlint.analysis.sites import Site, bool_value, string_value
+from ckptlint.checks.base import SiteRule
 from ckptlint.config import parse_version
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_dict_entry, add_keyword
-from ckptlint.checks.base import SiteRule
-from ckptlint.analysis.sites import (HF_ARGS, HF_ENABLE, REENTRANT, Site, bool_value,
-                                     string_value)
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
 
@@ -38,7 +38,7 @@ class HfImplicitReentrant(SiteRule):
                               "gradient_checkpointing": "`gradient_checkpointing=True`"}}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
-        if site.kind not in (HF_ENABLE, HF_ARGS) or site.arguments is None:
+        if site.kind not in (SiteKind.HF_ENABLE, SiteKind.HF_ARGS) or site.arguments is None:
             return
         configured = self.context.config.transformers_version
         version = configured or installed_transformers()
@@ -46,7 +46,7 @@ class HfImplicitReentrant(SiteRule):
         if parsed is None or parsed >= (5,):
             return
         arguments = site.arguments
-        if site.kind == HF_ARGS:
+        if site.kind == SiteKind.HF_ARGS:
             enabled = arguments.keywords.get("gradient_checkpointing")
             if enabled is None or bool_value(enabled.value) is not True:
                 return
@@ -68,7 +68,7 @@ class HfImplicitReentrant(SiteRule):
         else:
             return  # a dict built elsewhere: it may carry the key
         yield self.site_finding(site, {
-            "mode": REENTRANT, "versions": f"=={version}", "version": version,
+            "mode": Mode.REENTRANT.value, "versions": f"=={version}", "version": version,
             "version_source": "config" if configured else "installed",
-            "enabled_by": ("gradient_checkpointing_enable" if site.kind == HF_ENABLE
+            "enabled_by": ("gradient_checkpointing_enable" if site.kind == SiteKind.HF_ENABLE
                            else "gradient_checkpointing")}, fix=fix)

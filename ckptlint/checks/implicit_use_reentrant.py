@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
+from ckptlint.analysis.apis import Mode
+from ckptlint.analysis.sites import ModeSource, Site
+from ckptlint.checks.base import SiteRule
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_keyword
-from ckptlint.checks.base import SiteRule
-from ckptlint.analysis.sites import REENTRANT, Site
 
 FIX_MESSAGE = "Pass `use_reentrant=False` (switches to non-reentrant checkpointing)"
 
@@ -19,7 +20,7 @@ class ImplicitUseReentrant(SiteRule):
                "behaviour)")
 
     def check_site(self, site: Site) -> Iterable[Finding]:
-        if site.mode != REENTRANT or site.mode_source != "implicit":
+        if site.mode != Mode.REENTRANT or site.mode_source != ModeSource.IMPLICIT:
             return
         yield self.site_finding(site, {}, fix=self.fix(site))
 

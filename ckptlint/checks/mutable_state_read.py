@@ -1,12 +1,13 @@
-"""CKP201: checkpointed code reads state that is changed elsewhere (the replay may see another value)."""
+"""CKP201: checkpointed code reads state that is changed elsewhere (the replay may see another
+value)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from ckptlint.findings import Finding
-from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.analysis.segment import Segment
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.findings import Finding
 
 
 class MutableStateRead(SegmentRule):

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from ckptlint.analysis import apis
-from ckptlint.findings import Finding
+from ckptlint.analysis.apis import Mode, SiteKind
+from ckptlint.analysis.sites import ModeSource, Site
 from ckptlint.checks.base import SiteRule
-from ckptlint.analysis.sites import REENTRANT, Site
+from ckptlint.findings import Finding
 
 
 class ReentrantCheckpoint(SiteRule):
@@ -21,13 +21,14 @@ class ReentrantCheckpoint(SiteRule):
     }}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
-        if site.mode != REENTRANT or site.mode_source not in ("explicit", "api"):
+        if site.mode != Mode.REENTRANT \
+                or site.mode_source not in (ModeSource.EXPLICIT, ModeSource.API):
             return
         api = site.api
         assert api is not None
-        if site.mode_source == "api":
+        if site.mode_source == ModeSource.API:
             decided_by = "api"
-        elif api.kind in (apis.WRAPPER, apis.APPLY):
+        elif api.kind in (SiteKind.WRAPPER, SiteKind.APPLY):
             decided_by = "checkpoint_impl"
         else:
             decided_by = "use_reentrant"

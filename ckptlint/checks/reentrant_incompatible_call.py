@@ -1,16 +1,14 @@
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import libcst as cst
 
 from ckptlint.analysis import apis
-from ckptlint.findings import Finding
+from ckptlint.analysis.apis import Mode, SiteKind
+from ckptlint.analysis.sites import Site
 from ckptlint.checks.base import SiteRule
-from ckptlint.analysis.sites import REENTRANT, Site
-
-CONTAINER_LITERALS = (cst.List, cst.Dict, cst.Set, cst.Tuple, cst.ListComp, cst.DictComp,
-                      cst.SetComp)
+from ckptlint.findings import Finding
 
 
 class ReentrantIncompatibleCall(SiteRule):
@@ -26,7 +24,7 @@ class ReentrantIncompatibleCall(SiteRule):
     }}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
-        if site.mode != REENTRANT or site.kind != apis.FUNCTION or site.arguments is None:
+        if site.mode != Mode.REENTRANT or site.kind != SiteKind.FUNCTION or site.arguments is None:
             return
         arguments = site.arguments
         problems: list[dict] = []

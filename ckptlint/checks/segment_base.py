@@ -7,18 +7,26 @@ kept between calls are in the rule's context (`ckptlint.checks.context`).
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import libcst as cst
 
 from ckptlint.analysis.bindings import Change
-from ckptlint.findings import Finding
 from ckptlint.analysis.resolve import ClassInfo
+from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind
+from ckptlint.analysis.segment import (
+    FunctionFacts,
+    Reached,
+    Segment,
+    import_qualnames,
+    is_framework,
+    iter_segment,
+    top_package,
+)
 from ckptlint.checks.base import Rule
 from ckptlint.checks.state_facts import StateRead, qualified, source_text
-from ckptlint.analysis.scopes import Scope
-from ckptlint.analysis.segment import (FunctionFacts, Reached, Segment, import_qualnames,
-                                       is_framework, iter_segment, top_package)
+from ckptlint.findings import Finding
 
 
 class SegmentRule(Rule):
@@ -116,9 +124,9 @@ class SegmentRule(Rule):
         if not isinstance(expr, cst.Name):
             return None
         bindings = scope.lookup(expr.value)
-        if len(bindings) != 1 or bindings[0].kind != "class":
+        node = bindings[0].node if len(bindings) == 1 else None
+        if not isinstance(node, cst.ClassDef):  # BindingKind.CLASS
             return None
-        node = bindings[0].node
         class_scope = module.scopes.scope_of.get(id(node))
         if class_scope is None:
             return None
@@ -164,17 +172,18 @@ class SegmentRule(Rule):
         bindings = module.scopes.module_scope.bindings.get(name, [])
         if not bindings:
             return False
-        return not any(b.kind in ("def", "class", "import") for b in bindings)
+        return not any(b.kind in (BindingKind.DEF, BindingKind.CLASS, BindingKind.IMPORT)
+                       for b in bindings)
 
     def global_state(self, reached: Reached, node: cst.Name, scope: Scope) -> StateRead | None:
         name = node.value
         bindings = scope.lookup(name)
-        if not bindings or bindings[0].scope.kind != "module":
+        if not bindings or bindings[0].scope.kind != ScopeKind.MODULE:
             return None
         module = reached.module
-        if any(b.kind in ("def", "class") for b in bindings):
+        if any(b.kind in (BindingKind.DEF, BindingKind.CLASS) for b in bindings):
             return None
-        imports = [b for b in bindings if b.kind == "import"]
+        imports = [b for b in bindings if b.kind == BindingKind.IMPORT]
         changes: list[Change] = []
         owner, attribute = qualified(module), name
         if imports:

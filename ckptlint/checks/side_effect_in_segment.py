@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from ckptlint.analysis.bindings import first_attribute, root_name
-from ckptlint.findings import Finding
+from ckptlint.analysis.apis import Mode
+from ckptlint.analysis.bindings import ChangeHow, first_attribute, root_name
 from ckptlint.analysis.hazards import is_print, log_call, running_stats_call
+from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind
+from ckptlint.analysis.segment import (
+    Reached,
+    Segment,
+    Write,
+    WriteKind,
+    compact,
+    import_qualnames,
+    is_framework,
+    memo_containers,
+)
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.state_facts import qualified, segment_change, source_text
-from ckptlint.analysis.scopes import Scope
-from ckptlint.analysis.segment import (Reached, Segment, Write, compact, import_qualnames, is_framework,
-                              memo_containers)
-from ckptlint.analysis.sites import NON_REENTRANT
+from ckptlint.findings import Finding
 
 # A write's change in the binding model's words (`changes[].how`).
-CHANGE_HOW = {"assign": "rebound", "augassign": "changed by augmented assignment",
-              "item": "mutated in place", "del": "deleted", "method": "mutated in place"}
+CHANGE_HOW = {WriteKind.ASSIGN: ChangeHow.REBOUND, WriteKind.AUGASSIGN: ChangeHow.AUGMENTED,
+              WriteKind.ITEM: ChangeHow.MUTATED, WriteKind.DEL: ChangeHow.DELETED,
+              WriteKind.METHOD: ChangeHow.MUTATED}
+# What a write does to a plain name (`x = ...`, `x += ...`, `del x`).
+NAME_WRITES = (WriteKind.ASSIGN, WriteKind.AUGASSIGN, WriteKind.DEL)
 
 
 class SideEffectInSegment(SegmentRule):
@@ -57,10 +68,11 @@ class SideEffectInSegment(SegmentRule):
             for write in facts.writes:
                 if write.once_guarded:
                     continue  # `if key not in SEEN: SEEN.add(key)`: the replay skips it
-                if write.grad_guarded and segment.mode != NON_REENTRANT:
+                if write.grad_guarded and segment.mode != Mode.NON_REENTRANT:
                     continue  # run once by the reentrant `torch.is_grad_enabled()` guard
-                if (write.how == "item" or write.method in ("add", "setdefault", "append")) \
-                        and compact(write.target) in self.memo_containers(reached):
+                adds = (write.how == WriteKind.ITEM
+                        or write.method in ("add", "setdefault", "append"))
+                if adds and compact(write.target) in self.memo_containers(reached):
                     continue  # memoization / run-once: the replay finds the entry, adds nothing
                 state = self.outer_state(segment, reached, write)
                 if state is None:
@@ -69,30 +81,32 @@ class SideEffectInSegment(SegmentRule):
                 if row in seen:
                     continue
                 seen.add(row)
-                data = {"effect": "write", **state, "write": write.how,
+                data = {"effect": "write", **state, "write": write.how.value,
                         "changes": [segment_change(reached, write.node, CHANGE_HOW[write.how])],
                         "grad_guarded": write.grad_guarded}
-                if write.how == "method":
+                if write.how == WriteKind.METHOD:
                     data["method"] = write.method
                 yield self.at(segment, reached, write.node, data)
             for call in facts.calls:
-                if call.once_guarded or (call.grad_guarded and segment.mode != NON_REENTRANT):
+                if call.once_guarded or (call.grad_guarded and segment.mode != Mode.NON_REENTRANT):
                     continue
                 norm = running_stats_call(resolver, call.node, reached.module, call.scope,
                                           reached.function.owner)
-                if norm is not None:
+                func = call.node.func
+                if norm is not None and isinstance(func, cst.Attribute):  # `self.bn(x)`
                     row = reached.module.start(call.node).row
                     if row not in seen:
                         seen.add(row)
                         attribute, module_class = norm
-                        cls = self.self_class(reached, call.node.func.value, call.scope)
+                        cls = self.self_class(reached, func.value, call.scope)
                         yield self.at(segment, reached, call.node, {
                             "effect": "running-stats", "state": f"self.{attribute}",
                             "owner": qualified(cls.module, cls.qualname) if cls else "",
                             "attribute": attribute, "module_class": module_class,
-                            "changes": [segment_change(reached, call.node, "mutated in place")],
+                            "changes": [segment_change(reached, call.node, ChangeHow.MUTATED)],
                             "grad_guarded": call.grad_guarded})
                     continue
+                called: str | None
                 if is_print(call.node, call.scope):
                     called, owner = "print", "builtins"
                 else:
@@ -106,7 +120,7 @@ class SideEffectInSegment(SegmentRule):
                 yield self.at(segment, reached, call.node, {
                     "effect": "output", "state": called, "owner": owner,
                     "attribute": called.rsplit(".", 1)[-1],
-                    "changes": [segment_change(reached, call.node, "called")],
+                    "changes": [segment_change(reached, call.node, ChangeHow.CALLED)],
                     "grad_guarded": call.grad_guarded})
 
     @staticmethod
@@ -119,7 +133,8 @@ class SideEffectInSegment(SegmentRule):
         segment re-initialises lazily; the binding model treats its writes as setup too."""
         node = reached.node
         class_scope = reached.scope.parent
-        if not isinstance(node, cst.FunctionDef) or class_scope is None or class_scope.kind != "class":
+        if not isinstance(node, cst.FunctionDef) or class_scope is None \
+                or not isinstance(class_scope.node, cst.ClassDef):  # ScopeKind.CLASS
             return False
         return node.name.value in self.context.bindings.setup_names(class_scope.node)
 
@@ -150,11 +165,11 @@ class SideEffectInSegment(SegmentRule):
             return None
         module_global = {"target": "global", "state": root.value, "owner": qualified(module),
                          "attribute": root.value}
-        if bindings[0].scope.kind != "module":
-            if isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del") \
+        if bindings[0].scope.kind != ScopeKind.MODULE:
+            if isinstance(target, cst.Name) and write.how in NAME_WRITES \
                     and root.value in declared_global(scope):
                 return module_global
-            if (isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del")
+            if (isinstance(target, cst.Name) and write.how in NAME_WRITES
                     and root.value in declared_nonlocal(scope)
                     and not self.in_segment(segment, bindings[0].scope)):
                 enclosing = bindings[0].scope.qualname()
@@ -162,17 +177,17 @@ class SideEffectInSegment(SegmentRule):
                         "owner": qualified(module, enclosing), "attribute": root.value,
                         "enclosing": enclosing}
             return None  # locals, parameters, closures
-        if any(b.kind in ("def", "class") for b in bindings):
+        if any(b.kind in (BindingKind.DEF, BindingKind.CLASS) for b in bindings):
             return None
-        if isinstance(target, cst.Name) and write.how in ("assign", "augassign", "del"):
+        if isinstance(target, cst.Name) and write.how in NAME_WRITES:
             if root.value in declared_global(scope):
                 return module_global
             return None
-        names = import_qualnames(target, scope) if write.how == "method" else set()
+        names = import_qualnames(target, scope) if write.how == WriteKind.METHOD else set()
         owner, attribute = qualified(module), root.value
-        if any(b.kind == "import" for b in bindings):
+        if any(b.kind == BindingKind.IMPORT for b in bindings):
             qualnames = import_qualnames(root, scope)
-            if write.how == "method":
+            if write.how == WriteKind.METHOD:
                 # `np.sort(...)`/`torch.nn.init.normal_(w)`: functions of modules, not mutations.
                 if all(is_framework(q) for q in qualnames | names):
                     return None
@@ -225,7 +240,7 @@ def declared(scope: Scope, kind: str) -> set[str]:
     in the function scopes around it."""
     names: set[str] = set()
     current: Scope | None = scope
-    while current is not None and current.kind != "module":
+    while current is not None and current.kind != ScopeKind.MODULE:
         names |= getattr(current, kind)
         current = current.parent
     return names

@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from ckptlint.syntax.walk import Visitor
-
-from ckptlint.findings import Finding
+from ckptlint.analysis.apis import Mode
+from ckptlint.analysis.segment import Segment, import_qualnames
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.state_facts import source_text
-from ckptlint.analysis.segment import Segment, import_qualnames
-from ckptlint.analysis.sites import REENTRANT
+from ckptlint.findings import Finding
+from ckptlint.syntax.walk import Visitor
 
 GRAD_MODE = "torch.is_grad_enabled()"
 
@@ -36,7 +35,7 @@ class StateDependentBranch(SegmentRule):
             for load, read in self.changed_state_reads(reached, facts, in_condition=True):
                 yield self.at(segment, reached, load.node,
                               {"condition": "state", **read.data(segment)})
-            if segment.mode != REENTRANT:
+            if segment.mode != Mode.REENTRANT:
                 continue
             for condition in facts.conditions:
                 for call in grad_enabled_calls(condition.test, condition.scope):
@@ -71,10 +70,8 @@ def only_side_effects(node: cst.If) -> bool:
         blocks.append(orelse.body)
         orelse = None
     for block in blocks:
-        if not isinstance(block, cst.IndentedBlock):
-            statements = [block]
-        else:
-            statements = list(block.body)
+        statements: list[cst.CSTNode] = (
+            list(block.body) if isinstance(block, cst.IndentedBlock) else [block])
         for statement in statements:
             if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
                 return False

@@ -14,7 +14,7 @@ from typing import Any
 
 import libcst as cst
 
-from ckptlint.analysis.bindings import SETUP_METHODS, Change
+from ckptlint.analysis.bindings import SETUP_METHODS, Change, ChangeHow
 from ckptlint.analysis.segment import Reached, Segment
 from ckptlint.syntax.source import SourceModule
 
@@ -65,12 +65,12 @@ def phase_of(change: Change, inside: set[tuple[Path, str]]) -> str:
     return FORWARD
 
 
-def change_fact(module: SourceModule, node: cst.CSTNode, how: str, function: str,
+def change_fact(module: SourceModule, node: cst.CSTNode, how: ChangeHow, function: str,
                 phase: str) -> dict[str, Any]:
     return {"filename": module.display, "row": module.start(node).row,
-            "function": function or None, "phase": phase, "how": how}
+            "function": function or None, "phase": phase, "how": how.value}
 
 
-def segment_change(reached: Reached, node: cst.CSTNode, how: str) -> dict[str, Any]:
+def segment_change(reached: Reached, node: cst.CSTNode, how: ChangeHow) -> dict[str, Any]:
     """A change the segment itself makes (CKP401's hazard)."""
     return change_fact(reached.module, node, how, reached.function.qualname, SEGMENT)

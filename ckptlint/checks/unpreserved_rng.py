@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from ckptlint.findings import Finding
 from ckptlint.analysis.hazards import random_call, random_module_call
+from ckptlint.analysis.segment import Segment
 from ckptlint.checks.phrases import TORCH_DRAW_PHRASES
 from ckptlint.checks.segment_base import SegmentRule
-from ckptlint.analysis.segment import Segment
+from ckptlint.findings import Finding
 
 
 class UnpreservedRng(SegmentRule):

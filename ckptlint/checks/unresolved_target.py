@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from ckptlint.findings import Finding
-from ckptlint.checks.base import SiteRule
 from ckptlint.analysis.sites import Site
+from ckptlint.checks.base import SiteRule
+from ckptlint.findings import Finding
 
 
 class UnresolvedTarget(SiteRule):

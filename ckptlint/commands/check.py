@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,12 +91,11 @@ def emit(text: str, options: CheckOptions) -> None:
 
 
 def render_findings(findings: list[Finding], result: LintResult, options: CheckOptions,
-                    sources: dict[str, str]) -> str:
+                    sources: Mapping[str, str]) -> str:
     context = OutputContext(
         read_source=sources.get,
         color=(not options.output_file and sys.stdout.isatty()
                and "NO_COLOR" not in os.environ),
-        show_fixes=options.fix or options.diff,
         extra={"unsafe_fixes": options.unsafe_fixes, **options.extra})
     if options.show_statistics:
         rows = statistics(findings, context)

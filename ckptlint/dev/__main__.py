@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -77,7 +78,7 @@ def checked_out() -> Path:
         fail(error)
 
 
-def fail(error: DevError):
+def fail(error: DevError) -> NoReturn:
     click.echo(f"ckptlint.dev: error: {error}", err=True)
     sys.exit(2)
 

@@ -172,7 +172,7 @@ SITE_MODULE = '''\
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ckptlint.analysis.sites import Site, bool_value
 from ckptlint.checks.base import SiteRule
@@ -202,7 +202,7 @@ SEGMENT_MODULE = '''\
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -362,7 +362,8 @@ def forward(x):
         "Options": "- `max-depth`: how deep the segment is followed.",
         "Finding data": DATA_INTRO + """
 | `call` | string | the call's source on one line ({placeholder}) |
-| `hazard` | object, optional | `filename`, `row` of the hazard when the finding is reported at its checkpoint because the hazard's file was not linted |
+| `hazard` | object, optional | `filename`, `row` of the hazard when the finding is reported \
+at its checkpoint because the hazard's file was not linted |
 """,
     },
 }

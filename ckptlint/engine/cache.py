@@ -36,18 +36,25 @@ from pathlib import Path
 from typing import Any
 
 from ckptlint import __version__
-from ckptlint.findings import SiteRecord
-from ckptlint.findings import Finding
-from ckptlint.storage.plain_data import (ShapeError, read_json, want_list, want_optional_str, want_str,
-                                 write_json)
+from ckptlint.findings import Finding, SiteRecord
+from ckptlint.storage.plain_data import (
+    ShapeError,
+    read_json,
+    want_list,
+    want_optional_str,
+    want_str,
+    write_json,
+)
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
 FORMAT = 3  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`
 
 Signature = tuple[int, int, int, int]
+CacheKey = tuple[Signature, str]  # (stat signature, digest): what a file is cached under
 
-# The project scan of `ckptlint.analysis.bindings` (kept in step by a test): folders it skips, its cap.
+# The project scan of `ckptlint.analysis.bindings` (kept in step by a test): folders it skips,
+# its cap.
 PROJECT_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__",
                                   ".tox", "node_modules", ".mypy_cache", ".pytest_cache",
                                   ".ruff_cache"})
@@ -85,7 +92,7 @@ def environment_fingerprint(config) -> str:
 def installed_distributions(name: str) -> list[str]:
     """The `name-VERSION.dist-info` folders on sys.path (as importlib.metadata finds them,
     without importing it: the clean-file budget is 100 ms)."""
-    found = []
+    found: list[str] = []
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
@@ -298,7 +305,8 @@ def note_once(message: str) -> None:
 
 
 def project_signature(roots: list[Path]) -> str:
-    """What `ckptlint.analysis.bindings` scans, summarised: walked the same way, capped the same way."""
+    """What `ckptlint.analysis.bindings` scans, summarised: walked the same way, capped the
+    same way."""
     summary = hashlib.blake2b(digest_size=16)
     count = 0
     for root in roots:

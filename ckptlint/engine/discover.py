@@ -164,8 +164,8 @@ def git_ignored(files: list[Path]) -> set[Path]:
     absolute = {}
     for f in files:
         if f.parent not in folders:
-            folder = os.path.join(f.parent.resolve(), "")
-            folders[f.parent] = folder if folder.startswith(inside) else None
+            resolved = os.path.join(f.parent.resolve(), "")
+            folders[f.parent] = resolved if resolved.startswith(inside) else None
         folder = folders[f.parent]
         if folder is not None:
             absolute[folder + f.name] = f

@@ -22,14 +22,24 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckptlint.analysis.apis import api_table
 from ckptlint.config import Config
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.messages import render
 from ckptlint.screen.prefilter import Prefilter
-from ckptlint.syntax.reading import (Limits, SourceError, check_nodes, decode_source, parse_ast,
-                                     read_bytes)
+from ckptlint.syntax.reading import (
+    Limits,
+    SourceError,
+    check_nodes,
+    decode_source,
+    parse_ast,
+    read_bytes,
+)
+
+if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
+    from ckptlint.engine.cache import CacheKey
 
 PARSE_ERROR = "CKP999"
 PARSE_ERROR_MESSAGE = "{error}"
@@ -212,17 +222,17 @@ class Analysis:
         for site in sites:
             resolve_targets(site, self.resolver)
             result.sites.append(SiteRecord(site.ref, site.target_refs,
-                                           site.api.qualname if site.api else site.kind,
-                                           site.mode))
+                                           site.api.qualname if site.api else site.kind.value,
+                                           site.mode.value))
             for rule in self.site_rules:
                 result.findings.extend(rule.check_site(site))
         if not self.segment_rules:
             return
         segments = [self.context.segments.build(site) for site in sites
                     if site.is_segment and site.targets]
-        for rule in self.segment_rules:
+        for segment_rule in self.segment_rules:
             for segment in segments:
-                result.findings.extend(rule.check(segment))
+                result.findings.extend(segment_rule.check(segment))
 
 
 def preload_analysis() -> None:
@@ -250,7 +260,7 @@ class Examined:
     """What examining one file gave (`examine`)."""
 
     result: FileResult | None = None  # None for a cache hit and for a candidate not analysed
-    key: tuple | None = None  # (stat signature, digest) under which to cache it
+    key: CacheKey | None = None  # under which to cache it
     entry: object | None = None  # the cache's entry when the file's bytes are unchanged
     candidate: bool = False  # confirmed to hold a site, not analysed yet (`analyse=False`)
     size: int = 0  # the candidate's length (the longest are analysed first)

@@ -1,5 +1,6 @@
-"""Whole runs: discover files, screen and analyse them (in worker processes, `ckptlint.engine.pool`),
-answer what the cache can (`ckptlint.engine.cache`), then suppressions and deduplication.
+"""Whole runs: discover files, screen and analyse them (in worker processes,
+`ckptlint.engine.pool`), answer what the cache can (`ckptlint.engine.cache`), then suppressions
+and deduplication.
 
 `Run` spreads the per-file pipeline (`ckptlint.engine.linter`) over worker processes: screening
 first (in chunks, when there are many files), then the analysis of the confirmed files.
@@ -11,17 +12,27 @@ import json
 import os
 import sys
 import time
-from collections.abc import MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from ckptlint.config import Config
 from ckptlint.engine.discover import discover
-from ckptlint.engine.linter import (PARSE_ERROR, Examined, FileResult, Linter, error_result,
-                                    examine, preload_analysis)
+from ckptlint.engine.linter import (
+    PARSE_ERROR,
+    Examined,
+    FileResult,
+    Linter,
+    error_result,
+    examine,
+    preload_analysis,
+)
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.syntax.reading import SourceError, decode_source
+
+if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
+    from ckptlint.engine.cache import Cache, CacheKey
 
 STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
 
@@ -72,13 +83,14 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
             targets.append((path, str(path)))
     if stdin_text is not None:  # linted here, in this process, once the roots are known
         display = stdin_filename or "-"
+        text = stdin_text if isinstance(stdin_text, str) else None
         if isinstance(stdin_text, bytes):
             try:
-                stdin_text = decode_source(stdin_text)
+                text = decode_source(stdin_text)
             except SourceError as error:
                 stdin_result = error_result(display, str(error))
         if stdin_result is None:
-            stdin_result = linter.lint_file(Path(display), display, stdin_text)
+            stdin_result = linter.lint_file(Path(display), display, text)
     run = Run(linter, targets, jobs=jobs, use_cache=use_cache)
     file_results = run.execute() + unreadable
     if stdin_result is not None:
@@ -124,7 +136,7 @@ class Run:
         self.stats: dict = {"files": len(targets), "cached": 0, "candidates": 0,
                             "confirmed": 0, "errors": 0, "jobs": self.jobs, "pool": False,
                             "screened_by_workers": False}
-        self.cache = None
+        self.cache: Cache | None = None
         self.pools: list = []
         self.preloaded = False
 
@@ -134,7 +146,7 @@ class Run:
 
             self.cache = Cache.open(self.config, self.linter.project.roots)
         results: dict[int, FileResult] = {}
-        keys: dict[int, tuple] = {}  # index -> (signature, digest) to store in the cache
+        keys: dict[int, CacheKey] = {}  # index -> what to store it under in the cache
         todo: dict[int, int] = {}  # index -> size, of the files the cache cannot answer
         chunked = self.jobs > 1 and len(self.targets) >= self.CHUNKED_MIN_FILES
         for index, (path, display) in enumerate(self.targets):
@@ -245,7 +257,8 @@ class Run:
         self.stats["pool"] = True
         return pool
 
-    def absorb(self, index: int, examined: Examined | None, keys: dict) -> FileResult:
+    def absorb(self, index: int, examined: Examined | None,
+               keys: dict[int, CacheKey]) -> FileResult:
         """A file's result from its examination, here or in a worker (None: nothing found)."""
         path, display = self.targets[index]
         if examined is None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# `# noqa`, `# noqa: CKP101`, `# noqa:CKP1,CKP2`, `# NOQA : CKP` (flake8 accepts these).
+# After a `#`: `noqa`, `noqa: CKP101`, `noqa:CKP1,CKP2`, `NOQA : CKP` (flake8 accepts these).
 NOQA = re.compile(
     r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 NOQA_CODE_SEPARATOR = re.compile(r"[,\s]+")
@@ -19,7 +20,7 @@ UNUSED_NOQA_MESSAGE = "unused `noqa` directive (unused: {codes:join})"
 @dataclass
 class Directive:
     row: int
-    codes: tuple[str, ...] | None  # None: a bare `# noqa` suppresses everything
+    codes: tuple[str, ...] | None  # None: a bare noqa comment suppresses everything
     column: int  # 1-based column of the `#`
     used_codes: set[str] = field(default_factory=set)
 
@@ -99,7 +100,7 @@ def may_have_noqa(text: str) -> bool:
     return "noqa" in lowered
 
 
-def apply_suppressions(findings: list, sources: dict[str, str], ignore_noqa: bool,
+def apply_suppressions(findings: list, sources: Mapping[str, str], ignore_noqa: bool,
                        report_unused: bool) -> list:
     """Drop findings that `# noqa` covers; with `report_unused`, add CKP902 for unused ones."""
     from ckptlint.findings import Finding, Position

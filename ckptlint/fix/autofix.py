@@ -25,12 +25,12 @@ import os
 import re
 import stat
 import tokenize
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
-from ckptlint.storage.atomic import write_atomic
 from ckptlint.findings import Edit, Finding, Fix
+from ckptlint.storage.atomic import write_atomic
 
 MAX_PASSES = 10
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -74,16 +74,17 @@ def newline_of(text: str) -> str:
 def apply_fixes(text: str, findings: Iterable[Finding], unsafe: bool
                 ) -> tuple[str, list[Finding]]:
     """One pass: the text with non-overlapping applicable fixes applied, and the fixed findings."""
-    candidates = [f for f in findings if applicable(f.fix, unsafe) and f.fix.edits]
-    candidates.sort(key=lambda f: (min(e.start for e in f.fix.edits), f.code))
+    candidates = [(f, f.fix) for f in findings
+                  if f.fix is not None and applicable(f.fix, unsafe) and f.fix.edits]
+    candidates.sort(key=lambda pair: (min(e.start for e in pair[1].edits), pair[0].code))
     starts = line_starts(text)
     newline = newline_of(text)
     taken: list[tuple[int, int]] = []  # applied (start, end) offsets
     applied: dict[tuple[Edit, ...], bool] = {}
     replacements: list[tuple[int, int, str]] = []
     fixed: list[Finding] = []
-    for finding in candidates:
-        edits = tuple(sorted(set(finding.fix.edits), key=lambda e: (e.start, e.end)))
+    for finding, fix in candidates:
+        edits = tuple(sorted(set(fix.edits), key=lambda e: (e.start, e.end)))
         if edits in applied:
             fixed.append(finding)
             continue
@@ -164,7 +165,7 @@ def fix_file(filename: str, text: str, findings: list[Finding], unsafe: bool,
     return result, remaining
 
 
-def fix_findings(findings: list[Finding], sources: dict[str, str], unsafe: bool,
+def fix_findings(findings: list[Finding], sources: Mapping[str, str], unsafe: bool,
                  relint: Relint) -> tuple[list[FileFix], list[Finding]]:
     """Fix every file that has an applicable fix; (per-file fixes, all findings left)."""
     by_file: dict[str, list[Finding]] = {}
@@ -192,7 +193,8 @@ def unified_diff(file_fix: FileFix) -> str:
         fromfile=f"a/{name}", tofile=f"b/{name}")
     out = []
     for line in lines:
-        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+        ended = line.endswith(("\n", "\r"))
+        out.append(line if ended else line + "\n\\ No newline at end of file\n")
     return "".join(out)
 
 
@@ -220,7 +222,7 @@ def write_fixes(file_fixes: list[FileFix]) -> list[tuple[FileFix, WriteError | N
     name of a file already written (a link and its target both linted) is left out of the
     answer. One (fix, None when written) per file."""
     done: set[Path] = set()
-    outcomes = []
+    outcomes: list[tuple[FileFix, WriteError | None]] = []
     for file_fix in file_fixes:
         try:
             target, info = rewritable(Path(file_fix.filename))

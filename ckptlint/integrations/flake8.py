@@ -12,10 +12,10 @@ configuration is a CKP999 at 1:1 of each file, naming the config file and the ke
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from ckptlint import __version__
 

@@ -9,8 +9,8 @@ escape them first (`common.to_json`).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ckptlint.findings import Finding
 
@@ -34,7 +34,6 @@ class OutputContext:
     # Reads a linted file's text by its reported filename (for formats that show source).
     read_source: Callable[[str], str | None] = lambda filename: None
     color: bool = False
-    show_fixes: bool = False
     extra: dict = field(default_factory=dict)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from typing import Any
 
-from ckptlint.registry import rule_info
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
+from ckptlint.registry import rule_info
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
@@ -39,11 +40,11 @@ def fix_marker(finding: Finding, context: OutputContext) -> str:
     return "[*] " if is_fixable(finding, context) else ""
 
 
-def statistics(findings: list[Finding], context: OutputContext) -> list[dict]:
+def statistics(findings: list[Finding], context: OutputContext) -> list[dict[str, Any]]:
     """One row per code: count, name, fixable count; most frequent first."""
     counts = Counter(f.code for f in findings)
     fixable = Counter(f.code for f in findings if is_fixable(f, context))
-    rows = [{"code": code, "name": rule_info(code).name, "count": count,
+    rows: list[dict[str, Any]] = [{"code": code, "name": rule_info(code).name, "count": count,
              "fixable": fixable[code]}
             for code, count in counts.items()]
     rows.sort(key=lambda row: (-row["count"], row["code"]))

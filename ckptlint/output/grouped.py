@@ -13,10 +13,10 @@ from ckptlint.output.text import site_suffix
 def render(findings: list[Finding], context: OutputContext) -> str:
     out = []
     for filename, group in groupby(findings, key=lambda f: f.filename):
-        group = list(group)
-        width = max(len(f"{f.start.row}:{f.start.column}") for f in group)
+        in_file = list(group)
+        width = max(len(f"{f.start.row}:{f.start.column}") for f in in_file)
         out.append(f"{filename}:\n")
-        for f in group:
+        for f in in_file:
             where = f"{f.start.row}:{f.start.column}".ljust(width)
             out.append(f"  {where} {f.code} {fix_marker(f, context)}{f.message}"
                        f"{site_suffix(f)}\n")

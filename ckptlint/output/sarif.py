@@ -8,11 +8,11 @@ from pathlib import Path, PurePath
 from urllib.parse import quote
 
 from ckptlint import __version__
-from ckptlint.registry import rule_info
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
 from ckptlint.output.common import SARIF_LEVELS, to_json
 from ckptlint.output.text import site_suffix
+from ckptlint.registry import rule_info
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/ckptlint/"

@@ -29,22 +29,14 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import cast
 
 from ckptlint.analysis import apis
 from ckptlint.syntax.modnames import resolve_relative
 
 HF_IMPORT_HEADS = ("transformers", "peft", "trl")  # as sites.py's `imports_transformers`
 
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """A site through an import bound to `qualname` needs these attribute names to appear."""
-
-    qualname: str
-    attributes: tuple[str, ...]
 
 
 class SiteConfirmer:
@@ -109,15 +101,18 @@ class SiteConfirmer:
                       is_package: bool) -> bool:
         if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
             return True
-        bindings = []
+        bindings: list[tuple[str, str]] = []
+        # `type(node) is` rather than isinstance, for speed; `cast` says what it proved.
         for node in iter_statements(tree):
             kind = type(node)
             if kind is ast.Import or kind is ast.ImportFrom:
-                bindings.extend(import_bindings(node, module_name, is_package))
+                bindings.extend(import_bindings(cast("ast.Import | ast.ImportFrom", node),
+                                                module_name, is_package))
             elif (kind is ast.FunctionDef or kind is ast.AsyncFunctionDef) and module_name:
                 # sites.py: a module-level def in the API's own module is that API (any depth
                 # here, which can only add candidates).
-                bindings.append((node.name, f"{module_name}.{node.name}"))
+                name = cast("ast.FunctionDef | ast.AsyncFunctionDef", node).name
+                bindings.append((name, f"{module_name}.{name}"))
         if has_attribute(text, apis.HF_ENABLE_METHOD) and any(
                 qualname.split(".")[0] in HF_IMPORT_HEADS for _, qualname in bindings):
             return True
@@ -164,19 +159,21 @@ class AliasClosure:
         for node in walk(tree):
             kind = type(node)
             if kind is ast.Call:
-                callees.append(node.func)
+                callees.append(cast(ast.Call, node).func)
             elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.NamedExpr:
-                value = node.value
+                assignment = cast("ast.Assign | ast.AnnAssign | ast.NamedExpr", node)
+                value = assignment.value
                 if value is None or not isinstance(value, followed):
                     continue
-                targets = node.targets if kind is ast.Assign else [node.target]
+                targets = (assignment.targets if isinstance(assignment, ast.Assign)
+                           else [assignment.target])
                 for target in targets:
                     if isinstance(target, ast.Name):
                         assignments.append((self.names, target.id, value))
                     elif isinstance(target, ast.Attribute):
                         assignments.append((self.attributes, target.attr, value))
             elif kind is ast.ClassDef:
-                bases.extend(node.bases)
+                bases.extend(cast(ast.ClassDef, node).bases)
         changed = True
         while changed:
             changed = False

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import re
 from itertools import accumulate, islice
+from typing import Literal
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -37,7 +38,7 @@ class _Syntactic:
     def __enter__(self) -> None:
         self.start = len(self.state.tokens)
 
-    def __exit__(self, *exc_info) -> bool:
+    def __exit__(self, *exc_info) -> Literal[False]:
         if exc_info[0] is not None:
             return False  # interrupted (say, by a RecursionError): the end was never reached
         computed = self.state.computed

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import libcst as cst
 
+from ckptlint.analysis.scopes import ScopeBuilder, build_scopes
 from ckptlint.findings import Position
 from ckptlint.syntax.positions import Positions
+
 # Reading and CPython syntax checks live in the libcst-free `reading` module (re-exported).
 from ckptlint.syntax.reading import SourceError, check_syntax, decode_source  # noqa: F401
-from ckptlint.analysis.scopes import ScopeBuilder, build_scopes
 
 
 def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst.Module:

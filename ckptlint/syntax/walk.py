@@ -9,7 +9,7 @@ children) and `leave_<NodeClass>(node)`, as with libcst's CSTVisitor.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -62,14 +62,13 @@ class Visitor:
         if found is None:
             cls = type(self)
             name = node_type.__name__
-            hooks = tuple(
+            field_hooks = tuple(
                 (field, getattr(cls, f"visit_{name}_{field}", None),
                  getattr(cls, f"leave_{name}_{field}", None))
                 for field in child_fields(node_type))
-            if not any(before or after for _, before, after in hooks):
-                hooks = None
+            hooked = any(before or after for _, before, after in field_hooks)
             found = (getattr(cls, f"visit_{name}", None), getattr(cls, f"leave_{name}", None),
-                     hooks)
+                     field_hooks if hooked else None)
             self._dispatch[node_type] = found
         return found
 
