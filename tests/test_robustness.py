@@ -301,32 +301,6 @@ def test_an_internal_error_in_one_file_is_that_file_s_ckp999(tmp_path: Path, mon
     assert "internal error" in [f for f in result.findings if f.code == "CKP999"][0].message
 
 
-# -- fuzzing ------------------------------------------------------------------------------------
-hypothesis = pytest.importorskip("hypothesis")
-hypothesmith = pytest.importorskip("hypothesmith")
-
-
-@hypothesis.settings(max_examples=120, deadline=None, derandomize=True,
-                     suppress_health_check=list(hypothesis.HealthCheck))
-@hypothesis.given(source=hypothesmith.from_grammar())
-def test_generated_programs_through_the_full_pipeline(source: str) -> None:
-    config = Config()
-    for text in (source, SITE + source + "\ny = checkpoint(f, x)\n"):
-        result = lint([], config, stdin_text=text, stdin_filename="fuzz.py", jobs=1)
-        for finding in result.findings:
-            assert finding.code.startswith("CKP")
-            assert finding.start.row >= 1 and finding.start.column >= 1
-
-
-@hypothesis.settings(max_examples=60, deadline=None, derandomize=True,
-                     suppress_health_check=list(hypothesis.HealthCheck))
-@hypothesis.given(source=hypothesmith.from_node())
-def test_generated_valid_modules_through_the_full_pipeline(source: str) -> None:
-    text = SITE + source + "\ny = checkpoint(f, x)\n"
-    result = lint([], Config(), stdin_text=text, stdin_filename="fuzz.py", jobs=1)
-    assert all(f.code.startswith("CKP") for f in result.findings)
-
-
 # -- real trees (CI runs these) -----------------------------------------------------------------
 def stdlib_folder() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
