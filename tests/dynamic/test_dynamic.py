@@ -33,6 +33,7 @@ def test_global_read_confirmed_when_it_corrupts_the_replay(runs):
     assert not r.by_code("CKP501")
 
 
+@pytest.mark.slow
 @pytest.mark.scenarios("state_read_harmless")
 def test_global_read_cleared_when_changed_only_after_backward(runs):
     r = runs["state_read_harmless"]

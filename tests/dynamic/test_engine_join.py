@@ -27,6 +27,7 @@ SCRIPT = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow
 def test_real_engine_findings_get_verdicts(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     proc = subprocess.run([PY, "-m", "ckptlint", "dynamic", "--format", "json", "train.py",
