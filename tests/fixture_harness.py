@@ -1,9 +1,11 @@
 """Annotated fixtures: every finding must be annotated and every annotation matched.
 
-A trailing `# error: CKP201` (several codes: `# error: CKP201, CKP203`) expects those codes on
-its line; a comment alone on its line applies to the next line. `# fixture-config: KEY = VALUE`
-lines (TOML) set `[tool.ckptlint]` keys for the fixture; by default CKP901 is also selected and
-`transformers-version = "4.46.0"`.
+A trailing `# error: CKP201:12` expects that code at that 1-based column on its line (several:
+`# error: CKP201:12, CKP203:5`); the column is where the finding starts, the hazard's own
+expression (flake8-bugbear's fixture style). A comment alone on its line applies to the next
+line. An annotation that does not parse, or one without its column, is an error naming the
+file and line. `# fixture-config: KEY = VALUE` lines (TOML) set `[tool.ckptlint]` keys for the
+fixture; by default CKP901 is also selected and `transformers-version = "4.46.0"`.
 """
 
 from __future__ import annotations
@@ -17,20 +19,29 @@ import tomllib
 from ckptlint.config import parse_table
 from ckptlint.engine.run import lint
 
-EXPECT = re.compile(r"#\s*error:\s*(?P<codes>CKP\d{3}(?:\s*,\s*CKP\d{3})*)")
+ANNOTATION = re.compile(r"#\s*error:(?P<expected>.*)$")
+EXPECTED = re.compile(r"\s*(?P<code>CKP\d{3}):(?P<column>[1-9]\d*)\s*")
 CONFIG_LINE = re.compile(r"^#\s*fixture-config:\s*(?P<toml>.+)$")
 DEFAULT_CONFIG = {"extend-select": ["CKP901"], "transformers-version": "4.46.0"}
+
+class AnnotationError(ValueError):
+    pass
 
 
 def expected_findings(path: Path, display: str) -> Counter:
     expected: Counter = Counter()
     for row, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        match = EXPECT.search(line)
+        match = ANNOTATION.search(line)
         if not match:
             continue
         target_row = row + 1 if line.lstrip().startswith("#") else row
-        for code in re.split(r"\s*,\s*", match.group("codes")):
-            expected[(display, target_row, code)] += 1
+        for item in match.group("expected").split(","):
+            parsed = EXPECTED.fullmatch(item)
+            if parsed is None:
+                raise AnnotationError(
+                    f"{display}:{row}: expected `# error: CKPnnn:COLUMN[, ...]`, got "
+                    f"{match.group(0)!r}")
+            expected[(display, target_row, int(parsed["column"]), parsed["code"])] += 1
     return expected
 
 
@@ -45,12 +56,13 @@ def fixture_config(files: list[Path], root: Path):
 
 
 def check_fixture(target: Path) -> tuple[Counter, Counter, list]:
-    """(unexpected, missing, findings) for a fixture file or a fixture project folder."""
+    """(unexpected, missing, findings) for a fixture file or a fixture project folder; the
+    counters hold (file, row, column, code)."""
     files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
     root = target if target.is_dir() else target.parent
     config = fixture_config(files, root)
     result = lint([str(target)], config)
-    actual = Counter((f.filename, f.start.row, f.code) for f in result.findings)
+    actual = Counter((f.filename, f.start.row, f.start.column, f.code) for f in result.findings)
     expected: Counter = Counter()
     for path in files:
         expected += expected_findings(path, str(path))

@@ -17,7 +17,7 @@ import pytest
 
 from ckptlint.config import ConfigError, load_config
 from ckptlint.output import FORMATS
-from tests.cli_helpers import CKP102_SOURCE, ckptlint_command, run_cli, write_project
+from tests.cli_helpers import CKP102_SOURCE, run_cli, run_cli_process, write_project
 from tests.privileges import NOBODY, run_cli_as_nobody, shared_tmp_fixture  # noqa: F401
 
 pytest.importorskip("flake8")
@@ -75,10 +75,13 @@ def test_a_non_utf8_pyproject_without_a_ckptlint_table_is_passed_over(tmp_path):
 NAME = b"caf\xe9.py"
 
 
-def run_bytes(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Output as bytes, under a strict stdout encoding (as in a UTF-8 locale other than C)."""
-    return subprocess.run([*ckptlint_command(), *args], cwd=cwd, capture_output=True,
-                          timeout=120, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+def run_bytes(*args: str, cwd: Path, process: bool = False) -> subprocess.CompletedProcess:
+    """Output as bytes, under a strict stdout encoding (as in a UTF-8 locale other than C; in
+    this process, click's test runner's stdout is strict UTF-8 too)."""
+    if process:
+        return run_cli_process(*args, cwd=cwd, text=False,
+                               env={"PYTHONIOENCODING": "utf-8:strict"})
+    return run_cli(*args, cwd=cwd, text=False)
 
 
 @pytest.mark.parametrize("output_format", sorted(FORMATS))
@@ -88,7 +91,8 @@ def test_a_non_utf8_file_name_in_every_format(tmp_path, output_format, to_file):
     with open(os.path.join(os.fsencode(root), NAME), "w", encoding="utf-8") as stream:
         stream.write(CKP102_SOURCE)
     options = ["-o", "report.out"] if to_file else []
-    result = run_bytes(".", "--format", output_format, "--no-cache", *options, cwd=root)
+    result = run_bytes(".", "--format", output_format, "--no-cache", *options, cwd=root,
+                       process=(output_format, to_file) == ("text", False))
     assert result.returncode == 1, result.stderr
     assert b"Traceback" not in result.stderr and b"error" not in result.stderr
     report = (root / "report.out").read_bytes() if to_file else result.stdout

@@ -18,7 +18,7 @@ from ckptlint.engine.linter import Linter
 from ckptlint.engine.run import lint
 from ckptlint.findings import Finding, Position
 from ckptlint.storage import plain_data
-from tests.cli_helpers import CKP102_SOURCE, run_cli
+from tests.cli_helpers import CKP102_SOURCE, run_cli, run_cli_process
 
 SITE_USING_BLOCKS = ("from torch.utils.checkpoint import checkpoint\n"
                      "from blocks import block\n\n\n"
@@ -410,7 +410,8 @@ def test_a_run_file_that_is_not_usable_json_is_ignored(project: Path) -> None:
         assert codes(run(["."])) == [("a.py", 9, "CKP102")]
     path.unlink()
     os.mkfifo(path)  # a reader that opened it blocking would wait for a writer forever
-    result = run_cli(".", cwd=project, env={"CKPTLINT_CACHE_DIR": str(project / "cache")})
+    # (a subprocess: a run that hangs on the FIFO fails at the timeout instead of hanging)
+    result = run_cli_process(".", cwd=project, env={"CKPTLINT_CACHE_DIR": str(project / "cache")})
     assert result.returncode == 1 and "CKP102" in result.stdout
 
 

@@ -1,4 +1,6 @@
-"""The command line as a user runs it: the installed console script in a subprocess."""
+"""The command line as a user runs it. Most tests call it in this process (`run_cli`); those
+about exit codes end to end, the entry points and what a fresh interpreter shows run the
+installed console script in a subprocess (`run_cli_process`)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli_helpers import CKP102_SOURCE, REPO, run_cli, write_project
+from tests.cli_helpers import CKP102_SOURCE, REPO, run_cli, run_cli_process, write_project
 
 CLEAN_SOURCE = CKP102_SOURCE.replace("checkpoint(block, x)",
                                      "checkpoint(block, x, use_reentrant=False)")
@@ -14,7 +16,7 @@ CLEAN_SOURCE = CKP102_SOURCE.replace("checkpoint(block, x)",
 
 def test_findings_exit_1_and_flake8_style(tmp_path: Path) -> None:
     write_project(tmp_path, {"model.py": CKP102_SOURCE})
-    result = run_cli("model.py", cwd=tmp_path)
+    result = run_cli_process("model.py", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout.startswith(
         "model.py:9:12: CKP102 `checkpoint` called without `use_reentrant`")
@@ -25,6 +27,7 @@ def test_clean_exit_0_and_check_subcommand(tmp_path: Path) -> None:
     for args in (("model.py",), ("check", "model.py"), ("check",), ()):
         result = run_cli(*args, cwd=tmp_path)
         assert (result.returncode, result.stdout) == (0, ""), (args, result.stderr)
+    assert run_cli_process("model.py", cwd=tmp_path).returncode == 0
 
 
 def test_stubs_hold_no_sites(tmp_path: Path) -> None:
@@ -44,7 +47,7 @@ def test_exit_zero(tmp_path: Path) -> None:
 def test_version_and_module_entry(tmp_path: Path) -> None:
     from ckptlint import __version__
 
-    assert __version__ in run_cli("--version", cwd=tmp_path).stdout
+    assert __version__ in run_cli_process("--version", cwd=tmp_path).stdout
     write_project(tmp_path, {"model.py": CKP102_SOURCE})
     result = subprocess.run([sys.executable, "-m", "ckptlint", "model.py"], cwd=tmp_path,
                             capture_output=True, text=True)
@@ -88,7 +91,7 @@ def test_select_ignore_and_prefixes(tmp_path: Path) -> None:
 
 def test_unknown_selector_is_a_usage_error(tmp_path: Path) -> None:
     write_project(tmp_path, {"model.py": CKP102_SOURCE})
-    result = run_cli("--select", "CKP777", "model.py", cwd=tmp_path)
+    result = run_cli_process("--select", "CKP777", "model.py", cwd=tmp_path)
     assert result.returncode == 2
     assert "unknown rule selector `CKP777`" in result.stderr
 
@@ -190,7 +193,7 @@ def test_try_except_import_reported_the_same_under_any_hash_seed(tmp_path: Path)
               "except ImportError:\n    from torch.utils.checkpoint import checkpoint\n\n"
               "def block(x):\n    return x\n\n\ndef forward(x):\n    return checkpoint(block, x)\n")
     write_project(tmp_path, {"model.py": source})
-    outputs = {run_cli("model.py", cwd=tmp_path, env={"PYTHONHASHSEED": seed}).stdout
+    outputs = {run_cli_process("model.py", cwd=tmp_path, env={"PYTHONHASHSEED": seed}).stdout
                for seed in ("0", "1", "2", "3")}
     assert len(outputs) == 1
     assert "CKP102" in outputs.pop()
@@ -208,3 +211,22 @@ def test_examples_json_matches_contract() -> None:
         assert finding["location"]["row"] >= 1 and finding["location"]["column"] >= 1
         if finding["code"].startswith(("CKP2", "CKP3", "CKP4")):
             assert finding["site"] is not None and finding["chain"]
+
+
+def test_in_process_runs_match_the_console_script(tmp_path: Path) -> None:
+    """What the other tests rely on: `run_cli` in this process gives what the console script
+    gives (status, stdout, stderr), run after run (ckptlint's once-per-process notes too)."""
+    write_project(tmp_path, {"model.py": CKP102_SOURCE}, config='cache-dir = "cache-link"\n')
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache-link").symlink_to(tmp_path / "cache")  # a note on stderr every run
+    crlf = CKP102_SOURCE.replace("\n", "\r\n")
+    for args, stdin in ((("model.py", "missing.py"), None),
+                        (("-", "--stdin-filename", "m.py", "--fix", "--unsafe-fixes"), crlf),
+                        (("--select", "CKP777", "model.py"), None)):
+        env = {"CKPTLINT_CACHE_DIR": ""}  # the cache the project names
+        process = run_cli_process(*args, cwd=tmp_path, input=stdin, env=env)
+        for _ in range(2):
+            in_process = run_cli(*args, cwd=tmp_path, input=stdin, env=env)
+            assert ((in_process.returncode, in_process.stdout, in_process.stderr)
+                    == (process.returncode, process.stdout, process.stderr)), args
+    assert "symbolic link" in run_cli("model.py", cwd=tmp_path, env=env).stderr

@@ -99,6 +99,7 @@ def test_hook_manifest():
     assert "--fix --unsafe-fixes" in hooks["ckptlint-fix"]["entry"]
 
 
+@pytest.mark.slow
 def test_check_hook(hook_repo, pre_commit_home, tmp_path):
     root = user_repo(tmp_path / "user")
     result = try_repo(hook_repo, "ckptlint", root, pre_commit_home,
@@ -110,6 +111,7 @@ def test_check_hook(hook_repo, pre_commit_home, tmp_path):
     assert (root / "model.py").read_text() == CKP102_SOURCE
 
 
+@pytest.mark.slow
 def test_check_hook_passes_on_clean_files(hook_repo, pre_commit_home, tmp_path):
     root = user_repo(tmp_path / "user")
     result = try_repo(hook_repo, "ckptlint", root, pre_commit_home,
@@ -118,6 +120,7 @@ def test_check_hook_passes_on_clean_files(hook_repo, pre_commit_home, tmp_path):
     assert "Passed" in result.stdout
 
 
+@pytest.mark.slow
 def test_fix_hook(hook_repo, pre_commit_home, tmp_path):
     root = user_repo(tmp_path / "user")
     result = try_repo(hook_repo, "ckptlint-fix", root, pre_commit_home, "model.py",

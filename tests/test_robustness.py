@@ -1,8 +1,10 @@
 """Hostile inputs: never a traceback, never a dead run.
 
 Each file that cannot be read or parsed becomes one CKP999 finding saying why, and every other
-finding of the run is still reported. Most tests go through the installed console script in a
-subprocess: a crash there is a crash the user would see.
+finding of the run is still reported. The command line runs in this process (`run_cli`), except
+for the hostile files (a FIFO, symbolic-link loops, nesting deep enough for a native parser),
+which go through the installed console script in a subprocess: a hang or a crash there fails
+the test, where in this process it would stop the test run.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ import pytest
 from ckptlint.config import Config
 from ckptlint.engine.linter import Analysis, Linter
 from ckptlint.engine.run import Run, lint
-from tests.cli_helpers import CKP102_SOURCE, run_cli
+from tests.cli_helpers import CKP102_SOURCE, run_cli, run_cli_process
 
 SITE = "from torch.utils.checkpoint import checkpoint\n"
 
 
-def run(tmp_path: Path, *args: str, **kwargs):
-    env = {"CKPTLINT_CACHE_DIR": str(tmp_path / ".cache"), **kwargs.pop("env", {})}
-    return run_cli(*args, cwd=tmp_path, env=env, **kwargs)
+def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None, runner=run_cli):
+    return runner(*args, cwd=tmp_path, env=env)
 
 
 def findings(result) -> list[dict]:
@@ -72,7 +73,7 @@ def test_unreadable_and_unparsable_files_each_get_one_ckp999_and_the_rest_is_rep
     (tmp_path / "loop_a.py").symlink_to(tmp_path / "loop_b.py")
     (tmp_path / "loop_b.py").symlink_to(tmp_path / "loop_a.py")
     result = run(tmp_path, ".", "--format", "json", "--no-cache", "--jobs", "2",
-                 env={"CKPTLINT_STATS": "1"})
+                 env={"CKPTLINT_STATS": "1"}, runner=run_cli_process)
     items = findings(result)
     stats = json.loads(result.stderr.strip().splitlines()[-1])
     assert stats["screened_by_workers"] == (fillers > 0)
@@ -298,32 +299,6 @@ def test_an_internal_error_in_one_file_is_that_file_s_ckp999(tmp_path: Path, mon
     codes = {Path(f.filename).name: f.code for f in result.findings}
     assert codes == {"a.py": "CKP102", "b_bug.py": "CKP999"}
     assert "internal error" in [f for f in result.findings if f.code == "CKP999"][0].message
-
-
-# -- fuzzing ------------------------------------------------------------------------------------
-hypothesis = pytest.importorskip("hypothesis")
-hypothesmith = pytest.importorskip("hypothesmith")
-
-
-@hypothesis.settings(max_examples=120, deadline=None, derandomize=True,
-                     suppress_health_check=list(hypothesis.HealthCheck))
-@hypothesis.given(source=hypothesmith.from_grammar())
-def test_generated_programs_through_the_full_pipeline(source: str) -> None:
-    config = Config()
-    for text in (source, SITE + source + "\ny = checkpoint(f, x)\n"):
-        result = lint([], config, stdin_text=text, stdin_filename="fuzz.py", jobs=1)
-        for finding in result.findings:
-            assert finding.code.startswith("CKP")
-            assert finding.start.row >= 1 and finding.start.column >= 1
-
-
-@hypothesis.settings(max_examples=60, deadline=None, derandomize=True,
-                     suppress_health_check=list(hypothesis.HealthCheck))
-@hypothesis.given(source=hypothesmith.from_node())
-def test_generated_valid_modules_through_the_full_pipeline(source: str) -> None:
-    text = SITE + source + "\ny = checkpoint(f, x)\n"
-    result = lint([], Config(), stdin_text=text, stdin_filename="fuzz.py", jobs=1)
-    assert all(f.code.startswith("CKP") for f in result.findings)
 
 
 # -- real trees (CI runs these) -----------------------------------------------------------------

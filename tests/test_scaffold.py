@@ -65,6 +65,7 @@ def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
             [line[2:] for line in diff if line.startswith("+ ")])
 
 
+@pytest.mark.slow
 def test_new_segment_rule_end_to_end(copy):
     before = snapshot(copy)
     made = run(copy, "-m", "ckptlint.dev", "new-rule", "CKP950", "example-hazard",
@@ -127,6 +128,7 @@ def test_new_segment_rule_end_to_end(copy):
         (copy / name).write_text(before[name], encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_new_site_rule_runs_where_its_fixture_says(copy):
     made = run(copy, "-m", "ckptlint.dev", "new-rule", "CKP150", "example-call", "--kind", "site",
                "--severity", "error", "--summary", "a checkpoint call passing the example "

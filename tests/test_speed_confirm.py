@@ -261,6 +261,7 @@ def test_positions_match_position_provider_on_fixtures(path: Path) -> None:
     assert_same_positions(path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(TORCH is None, reason="torch is not installed")
 def test_positions_match_position_provider_on_torch_files() -> None:
     assert TORCH is not None

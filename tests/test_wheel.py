@@ -73,6 +73,7 @@ def test_every_subpackage_is_listed_in_pyproject():
     assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
 
 
+@pytest.mark.slow
 def test_wheel_contains_the_rule_pages_and_every_module(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     pages = {name.rsplit("/", 1)[-1] for name in names
@@ -88,6 +89,7 @@ def test_wheel_contains_the_rule_pages_and_every_module(wheel):
     assert "CKP = ckptlint.integrations.flake8:CkptlintPlugin" in text
 
 
+@pytest.mark.slow
 def test_rule_command_from_an_installed_wheel(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,

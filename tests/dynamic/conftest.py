@@ -1,14 +1,15 @@
-"""The session fixture that runs every dynamic-mode scenario (helpers live in dynhelp.py)."""
+"""The session fixture that runs the dynamic-mode scenarios the selected tests declare
+(helpers live in dynhelp.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dynhelp import Runs
+from dynhelp import SCENARIOS, Runs
 
 
 @pytest.fixture(scope="session")
-def runs():
-    runs = Runs()
+def runs(selected_scenarios):
+    runs = Runs(name for name in SCENARIOS if name in selected_scenarios)
     yield runs
     runs.pool.shutdown(wait=True, cancel_futures=True)

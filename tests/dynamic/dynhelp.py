@@ -8,7 +8,9 @@ report there with trailing comments:
     out = checkpoint(block, x)  # ckpt-site: A     (the checkpoint call of site A)
 
 Every scenario runs `python -m ckptlint dynamic --format json --findings F -- python SCRIPT`
-as a real child process; the scenarios run three at a time at session start.
+as a real child process. A test names the scenarios it reads with
+`@pytest.mark.scenarios(NAME, ...)`; those of the selected tests run three at a time from
+the first test that reads one.
 """
 
 from __future__ import annotations
@@ -188,12 +190,16 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 
 
 class Runs:
-    def __init__(self):
+    """The named scenarios, started together (three at a time) when the pool is made."""
+
+    def __init__(self, names):
         self.pool = ThreadPoolExecutor(max_workers=3)
-        self.futures = {name: self.pool.submit(run_dynamic, *spec)
-                        for name, spec in SCENARIOS.items()}
+        self.futures = {name: self.pool.submit(run_dynamic, *SCENARIOS[name]) for name in names}
 
     def __getitem__(self, name: str) -> Result:
+        if name not in self.futures:
+            raise KeyError(f"scenario {name!r} was not started: declare it on the test with "
+                           f"@pytest.mark.scenarios({name!r})")
         return self.futures[name].result()
 
 

@@ -123,6 +123,8 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="needs torch")
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("late_divergence")
 @needs_torch
 def test_a_divergence_after_the_calls_written_in_full_still_confirms(runs):
     r = runs["late_divergence"]
@@ -136,6 +138,7 @@ def test_a_divergence_after_the_calls_written_in_full_still_confirms(runs):
     assert r.rc == 1
 
 
+@pytest.mark.slow
 @needs_torch
 def test_many_calls_keep_a_fixed_number_of_records_and_exact_counts(monkeypatch):
     from ckptlint.dynamic.runner import run_watched

@@ -20,6 +20,7 @@ def differs(values) -> bool:
 
 # --------------------------------------------------------------------------- hazard families
 
+@pytest.mark.scenarios("state_read_harmful")
 def test_global_read_confirmed_when_it_corrupts_the_replay(runs):
     r = runs["state_read_harmful"]
     assert differs(r.values), "ground truth: the checkpointed gradients must be wrong"
@@ -32,6 +33,8 @@ def test_global_read_confirmed_when_it_corrupts_the_replay(runs):
     assert not r.by_code("CKP501")
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("state_read_harmless")
 def test_global_read_cleared_when_changed_only_after_backward(runs):
     r = runs["state_read_harmless"]
     assert not differs(r.values)
@@ -43,6 +46,8 @@ def test_global_read_cleared_when_changed_only_after_backward(runs):
     assert r.rc == 0
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("state_read_reentrant")
 def test_reentrant_replay_compares_op_outputs(runs):
     r = runs["state_read_reentrant"]
     assert differs(r.values)
@@ -51,6 +56,8 @@ def test_reentrant_replay_compares_op_outputs(runs):
     assert "returned a different value" in f["evidence"]
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("state_branch_harmful", "state_branch_harmless")
 def test_state_branch_flip_confirmed_and_cleared(runs):
     r = runs["state_branch_harmful"]
     assert differs(r.values)
@@ -63,6 +70,8 @@ def test_state_branch_flip_confirmed_and_cleared(runs):
     assert h.one("CKP204")["verdict"] == "cleared"
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("data_branch_harmful", "data_branch_harmless")
 def test_data_branch_and_foreign_rng(runs):
     r = runs["data_branch_harmful"]
     assert differs(r.values)
@@ -74,6 +83,8 @@ def test_data_branch_and_foreign_rng(runs):
     assert h.one("CKP303")["verdict"] == "cleared"
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("data_branch_hard_exit")
 def test_a_crash_after_the_replay_loses_nothing(runs):
     r = runs["data_branch_hard_exit"]
     assert r.one("CKP303")["verdict"] == "confirmed"
@@ -81,6 +92,8 @@ def test_a_crash_after_the_replay_loses_nothing(runs):
     assert "exited with status 9" in r.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("rng_harmful", "rng_harmless")
 def test_unpreserved_rng(runs):
     r = runs["rng_harmful"]
     assert differs(r.values)
@@ -91,6 +104,8 @@ def test_unpreserved_rng(runs):
     assert h.one("CKP302")["verdict"] == "cleared"
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("side_effect_harmful")
 def test_side_effect_confirmed_when_it_runs_again(runs):
     r = runs["side_effect_harmful"]
     assert r.values["ckpt"] == 2 * r.values["plain"], "ground truth: the counter runs twice"
@@ -105,6 +120,8 @@ def test_side_effect_confirmed_when_it_runs_again(runs):
     assert other["verdict"] == "cleared" and "did not run" in other["evidence"]
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("side_effect_harmless")
 def test_side_effect_after_last_save_cleared_by_early_stop(runs):
     r = runs["side_effect_harmless"]
     assert r.values["ckpt"] == r.values["plain"]
@@ -114,12 +131,16 @@ def test_side_effect_after_last_save_cleared_by_early_stop(runs):
                for f in found), found
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("side_effect_reentrant")
 def test_side_effect_reentrant_runs_twice(runs):
     r = runs["side_effect_reentrant"]
     assert r.values["ckpt"] == 2 * r.values["plain"]
     assert sorted(f["verdict"] for f in r.by_code("CKP401")) == ["cleared", "confirmed"]
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("reentrant_harmful", "reentrant_harmless")
 def test_reentrant_confirmed_with_damage_and_cleared_at_run_time(runs):
     r = runs["reentrant_harmful"]
     assert r.values["plain"] != r.values["ckpt"] and r.values["ckpt"] == [None]
@@ -132,6 +153,8 @@ def test_reentrant_confirmed_with_damage_and_cleared_at_run_time(runs):
     assert h.one("CKP101")["verdict"] == "cleared"
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("device")
 def test_device_move_on_this_machine(runs):
     r = runs["device"]
     f = r.one("CKP301")
@@ -146,6 +169,8 @@ def test_device_move_on_this_machine(runs):
 
 # --------------------------------------------------------------------------- lifecycle
 
+@pytest.mark.slow
+@pytest.mark.scenarios("lifecycle_forward_only")
 def test_forward_without_backward_is_unexercised_and_uncalled_site_too(runs):
     r = runs["lifecycle_forward_only"]
     by_row = {f["location"]["row"]: f for f in r.by_code("CKP303")}
@@ -156,6 +181,8 @@ def test_forward_without_backward_is_unexercised_and_uncalled_site_too(runs):
     assert r.rc == 0
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("lifecycle_replay_now", "lifecycle_forward_only")
 def test_replay_now_catches_eval_only_nondeterminism(runs):
     r = runs["lifecycle_replay_now"]
     scored = [f for f in r.by_code("CKP303") if f["target"]["qualname"] == "scored"]
@@ -166,6 +193,8 @@ def test_replay_now_catches_eval_only_nondeterminism(runs):
     assert r.values == runs["lifecycle_forward_only"].values
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("data_branch_replay_now", "data_branch_harmful")
 def test_replay_now_with_grad_catches_foreign_rng_before_backward(runs):
     r = runs["data_branch_replay_now"]
     evidence = [f["evidence"] for f in r.by_code("CKP303")]
@@ -174,6 +203,8 @@ def test_replay_now_with_grad_catches_foreign_rng_before_backward(runs):
     assert evidence
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("lifecycle_crash")
 def test_crash_before_first_step(runs):
     r = runs["lifecycle_crash"]
     assert r.rc == 2
@@ -182,6 +213,8 @@ def test_crash_before_first_step(runs):
     assert "config file missing" in r.stderr.split("last lines of its stderr")[-1]
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("lifecycle_fail")
 def test_failing_command_still_prints_verdicts(runs):
     r = runs["lifecycle_fail"]
     assert r.rc == 2
@@ -201,6 +234,8 @@ def test_command_that_cannot_start():
     assert "could not start" in proc.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("timeout")
 def test_timeout_stops_the_command(runs):
     r = runs["timeout"]
     assert r.rc == 2
@@ -209,6 +244,8 @@ def test_timeout_stops_the_command(runs):
     assert "1 checkpoint sites seen, 1 calls watched" in r.stderr   # progress lines
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("compiled")
 def test_compiled_segment_is_reported_not_watched(runs):
     r = runs["compiled"]
     f = r.one("CKP201")
@@ -230,6 +267,8 @@ def _row(script, needle):
     raise AssertionError(needle)
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("wrappers", "wrappers_reentrant")
 @pytest.mark.parametrize("name", ["wrappers", "wrappers_reentrant"])
 def test_every_checkpoint_api_is_watched(runs, name):
     r = runs[name]
@@ -244,6 +283,7 @@ def test_every_checkpoint_api_is_watched(runs, name):
     assert all(f["verdict"] == "confirmed" for f in r.by_code("CKP501"))
 
 
+@pytest.mark.slow
 def test_each_wrapper_call_is_keyed_by_site_and_function():
     from ckptlint.dynamic.runner import run_watched
 
@@ -262,12 +302,15 @@ def test_each_wrapper_call_is_keyed_by_site_and_function():
 
 # --------------------------------------------------------------------------- no behaviour change
 
+@pytest.mark.slow
+@pytest.mark.scenarios("rng_harmful")
 def test_watching_changes_nothing_the_program_computes(runs):
     watched = runs["rng_harmful"].values
     plain = plain_python("unpreserved_rng.py")
     assert watched == plain     # gradients and the RNG stream after training
 
 
+@pytest.mark.slow
 def test_existing_sitecustomize_still_runs():
     with tempfile.TemporaryDirectory() as tmp:
         marker = Path(tmp) / "marker"
@@ -305,6 +348,7 @@ def test_usage_error_without_command():
     assert "--" in proc.stderr
 
 
+@pytest.mark.slow
 def test_observer_api_serves_a_profile_style_observer(tmp_path):
     """What profile reuses: bytes freed from the replay's packs, pass timings."""
     import json

@@ -27,6 +27,7 @@ SCRIPT = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow
 def test_real_engine_findings_get_verdicts(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     proc = subprocess.run([PY, "-m", "ckptlint", "dynamic", "--format", "json", "train.py",
@@ -61,6 +62,7 @@ DRIVER = textwrap.dedent("""
     """)
 
 
+@pytest.mark.slow
 def test_rule_page_examples_under_dynamic_mode(tmp_path):
     """CKP501's page: the Example diverges (confirmed), the Use instead block does not."""
     from ckptlint.rule_pages import SOURCE_PAGES, code_blocks, section
@@ -81,6 +83,7 @@ def test_rule_page_examples_under_dynamic_mode(tmp_path):
     assert rc == 0 and found == [], (found, err[-2000:])
 
 
+@pytest.mark.slow
 def test_reentrant_call_rejected_at_run_time_is_confirmed(tmp_path):
     (tmp_path / "kw.py").write_text(textwrap.dedent("""\
         import torch

@@ -17,6 +17,8 @@ from dynhelp import PY, SCRIPTS, env_with_root
 pytest.importorskip("torch")
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("forked_workers")
 def test_a_diverging_forked_worker_is_not_hidden_by_a_clean_one(runs):
     r = runs["forked_workers"]
     workers = r.values["workers"]
@@ -49,6 +51,7 @@ def calls_per_pid(observations) -> dict[int, int]:
     return dict(per_pid)
 
 
+@pytest.mark.slow
 def test_each_forked_call_is_recorded_once_under_its_own_pid(tmp_path):
     observations, values = watched_observations(tmp_path, "forked_workers.py")
     real = collections.Counter()
@@ -63,6 +66,7 @@ def test_each_forked_call_is_recorded_once_under_its_own_pid(tmp_path):
     assert [r.key[0] for r in diverged] == [harmful, harmful]
 
 
+@pytest.mark.slow
 def test_a_forked_child_starts_its_own_budget_and_flushes_when_it_ends(tmp_path):
     """More calls than are written in full, in the parent and then in a multiprocessing child
     (which ends with os._exit): each process's summary counts its own calls, the child does

@@ -82,6 +82,7 @@ def test_a_signal_stops_the_command_group_and_removes_the_temp_folder(tmp_path, 
     assert PACKAGE_DIR not in err, "a traceback from ckptlint itself"
 
 
+@pytest.mark.slow
 def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
     from ckptlint.dynamic.runner import GRACE_SECONDS
 

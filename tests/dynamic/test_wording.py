@@ -120,6 +120,7 @@ def facts(findings: list[dict]) -> list[tuple]:
             for f in findings]
 
 
+@pytest.mark.slow
 def test_the_copy_reports_the_same_facts_in_other_words(tmp_path, reworded):
     """Every code the static engine reports (fixtures, examples, a broken file, an unused
     noqa): the same findings and data; every message differs."""
@@ -150,6 +151,7 @@ def dynamic_runs(reworded) -> tuple[list[dict], list[dict]]:
     return both(args, SCRIPTS, reworded)
 
 
+@pytest.mark.slow
 def test_dynamic_verdicts_do_not_depend_on_the_wording(dynamic_runs):
     original, copy = dynamic_runs
     assert facts(copy) == facts(original)
@@ -168,6 +170,7 @@ def test_dynamic_verdicts_do_not_depend_on_the_wording(dynamic_runs):
     assert all(f["message"].startswith("REWORDED") for f in copy)
 
 
+@pytest.mark.slow
 def test_dynamic_output_validates_against_the_schema(dynamic_runs):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((ROOT / "docs" / "schema" / "findings.schema.json").read_text())

@@ -2,7 +2,8 @@
 
 The expected bytes are computed here independently: a plain (uncheckpointed) run of the same
 segment under `saved_tensors_hooks`, distinct storages, minus inputs, parameters and buffers.
-The profiled commands start together at session start (two at a time) to keep the suite short.
+The profiled commands that the selected tests declare start together (two at a time) to keep
+the suite short.
 """
 
 from __future__ import annotations
@@ -87,11 +88,11 @@ SCENARIOS = {
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(selected_scenarios):
+    """The scenarios the selected tests declare (`@pytest.mark.scenarios`), two at a time."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(profile, *args, command=cmd)
-                   for name, (args, cmd) in SCENARIOS.items()}
-        yield {name: future for name, future in futures.items()}
+        yield {name: pool.submit(profile, *args, command=cmd)
+               for name, (args, cmd) in SCENARIOS.items() if name in selected_scenarios}
     os.unlink(_CONFIG.name)
 
 
@@ -137,6 +138,7 @@ def close_to(measured: int, expected: int) -> bool:
 
 # --------------------------------------------------------------------------- tests
 
+@pytest.mark.scenarios("clean")
 def test_bytes_freed_match_an_independent_computation(runs, expected):
     r = runs["clean"].result()
     assert r.rc == 0, r.stderr[-3000:]
@@ -147,6 +149,7 @@ def test_bytes_freed_match_an_independent_computation(runs, expected):
     assert ff["calls"] == squash["calls"] == 3
 
 
+@pytest.mark.scenarios("clean")
 def test_big_segment_is_kept_and_trivial_one_dropped(runs):
     r = runs["clean"].result()
     ff, squash = r.site("ff"), r.site("squash")
@@ -158,6 +161,7 @@ def test_big_segment_is_kept_and_trivial_one_dropped(runs):
         assert record["forward_seconds_per_call"] > 0 and record["recompute_seconds_per_call"] > 0
 
 
+@pytest.mark.scenarios("clean")
 def test_json_contract(runs):
     records = runs["clean"].result().records
     keys = {"site", "calls", "activation_bytes_freed_per_call", "forward_seconds_per_call",
@@ -174,6 +178,8 @@ def test_json_contract(runs):
     assert freed == sorted(freed, reverse=True)
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("grad")
 def test_grad_check_clean_is_zero_and_unpreserved_dropout_differs(runs, expected):
     r = runs["grad"].result()
     assert r.rc == 0, r.stderr[-3000:]
@@ -187,6 +193,7 @@ def test_grad_check_clean_is_zero_and_unpreserved_dropout_differs(runs, expected
     assert "side effects" in r.stderr and "ran again" in r.stderr
 
 
+@pytest.mark.slow
 def test_profiling_does_not_change_the_program(runs):
     """The extra runs of --grad-check fork every RNG and put back the list the feed-forward
     appends its auxiliary loss to: the loss is the one of a plain run."""
@@ -202,6 +209,8 @@ def test_profiling_does_not_change_the_program(runs):
         assert Path(out).read_text() == plain
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("reentrant")
 def test_reentrant_bytes_from_the_replay_and_grad_check_finds_dropout(runs, expected):
     r = runs["reentrant"].result()
     assert r.rc == 0, r.stderr[-3000:]
@@ -217,6 +226,8 @@ def test_reentrant_bytes_from_the_replay_and_grad_check_finds_dropout(runs, expe
     assert "differ from a plain run" in noisy["reason"]
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("text")
 def test_text_table_sorted_with_totals(runs):
     r = runs["text"].result()
     assert r.rc == 0, r.stderr[-3000:]
@@ -235,6 +246,8 @@ def test_text_table_sorted_with_totals(runs):
     assert "--measure-peak measured nothing" in r.stdout and "peak_bytes_saved is null" in r.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("failed")
 def test_failed_command_exits_2(runs):
     r = runs["failed"].result()
     assert r.rc == 2

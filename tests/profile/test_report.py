@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ckptlint.dynamic.profile.report import SiteKeys, build_report, human_bytes
 from ckptlint.findings import SiteRecord
 from ckptlint.findings import SiteRef, TargetRef
@@ -105,6 +107,7 @@ def test_plot_message_names_the_install_command():
     assert "-m pip install matplotlib" in message and "--plot" in message
 
 
+@pytest.mark.slow
 def test_cuda_path_defers_results_in_order(tmp_path):
     """CUDA timing and checksums resolved after the fact (a fake torch.cuda.Event on CPU)."""
     import json
@@ -112,7 +115,6 @@ def test_cuda_path_defers_results_in_order(tmp_path):
     import sys
     from pathlib import Path
 
-    import pytest
     pytest.importorskip("torch")
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "events.jsonl"
