@@ -42,6 +42,7 @@ MAX_MESSAGE = 500
 
 _EXCEPTION = re.compile(r"(?<![\w.])(?:\w+\.)*CheckpointError:[ \t]*(.*)$")
 _MESSAGE_PREFIX = "torch.utils.checkpoint: "
+_EXCEPTION_NAME = re.compile(r"(?<![\w.])(?:\w+\.)*\w*(?:Error|Warning|Exception): ")
 _TRIGGER = re.compile("|".join(
     [r"CheckpointError:", *(re.escape(text) for _, text in KIND_TEXTS),
      *(signature.text.pattern for signature in TEXT_SIGNATURES if signature.text)]))
@@ -156,6 +157,8 @@ class Scanner:
             return
         found = signature.text.search(line)
         start = found.start() if found else 0
+        named = _EXCEPTION_NAME.search(line, 0, start)
+        start = named.start() if named else start
         error = FoundError(number, ErrorKind.MESSAGE, line[start:].strip()[:MAX_MESSAGE])
         error.add_signature(signature)
         self.record(error)

@@ -1,6 +1,6 @@
 """Run the programs in `programs/` under torch and write what they print to `real/<name>.log`.
 
-    python tests/explain_logs/generate.py
+    python tests/explain_logs/generate.py [NAME...]     # all programs, or those named
 
 Each log is the program's stdout and stderr, as it printed them, with the checkout's folder
 written as `<checkout>` so that the logs read the same on every machine. Programs named
@@ -39,7 +39,10 @@ def run_program(program: Path) -> bytes:
 
 def main() -> None:
     REAL.mkdir(exist_ok=True)
+    names = set(sys.argv[1:])
     for program in sorted(PROGRAMS.glob("*.py")):
+        if names and program.stem not in names:
+            continue
         (REAL / f"{program.stem}.log").write_bytes(run_program(program))
         print("wrote", REAL / f"{program.stem}.log")
 
