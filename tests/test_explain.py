@@ -295,3 +295,14 @@ def test_huge_log_streams_in_bounded_memory(tmp_path: Path) -> None:
 def test_console_script_exit_codes() -> None:
     assert run_cli_process("explain", str(REAL / "reshaped.log"), cwd=REPO).returncode == 1
     assert run_cli_process("explain", str(REAL / "cache_twice.log"), cwd=REPO).returncode == 0
+
+
+def test_readme_lists_every_signature() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Explain: what a CheckpointError means")[1].split("\n## ")[0]
+    rows = [line.split("|")[1].strip().strip("`") for line in section.splitlines()
+            if line.startswith("| `")]
+    assert rows[:len(SIGNATURES)] == [signature.id for signature in SIGNATURES]
+    for signature in SIGNATURES:
+        row = next(line for line in section.splitlines() if line.startswith(f"| `{signature.id}`"))
+        assert row.rstrip().endswith(f"| {signature.rule or '—'} |")

@@ -3,8 +3,10 @@
 A metadata error lists each differing saved tensor as three lines:
 
     tensor at position 3:
-    saved metadata: {'shape': torch.Size([4, 6]), 'dtype': torch.float32, 'device': device(type='cpu')}
-    recomputed metadata: {'shape': torch.Size([4, 12]), 'dtype': torch.float32, 'device': device(type='cpu')}
+    saved metadata: {'shape': torch.Size([4, 6]), 'dtype': torch.float32, 'device': ...}
+    recomputed metadata: {'shape': torch.Size([4, 12]), 'dtype': torch.float32, 'device': ...}
+
+(the device as `device(type='cpu')` or `device(type='cuda', index=0)`).
 
 The metadata is the repr of a dict; it is read with patterns per field, never evaluated.
 """
