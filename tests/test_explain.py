@@ -306,3 +306,62 @@ def test_readme_lists_every_signature() -> None:
     for signature in SIGNATURES:
         row = next(line for line in section.splitlines() if line.startswith(f"| `{signature.id}`"))
         assert row.rstrip().endswith(f"| {signature.rule or '—'} |")
+
+
+def test_logger_prefix_on_the_first_line_only() -> None:
+    log = ("2025-06-03 14:02:11,532 ERROR trainer: " + METADATA_ERROR
+           + "tensor at position 3:\n"
+           + f"saved metadata: {metadata_line('4096, 4096')}\n"
+           + f"recomputed metadata: {metadata_line('0')}\n.\n"
+           + "2025-06-03 14:02:12,001 INFO trainer: shutting down\n")
+    status, [error], _ = explain_json("-", input=log.encode())
+    assert (status, error["tensor_count"], error["line"]) == (0, 1, 1)
+    assert error["tensors"][0]["signature"] == "partitioned-parameter"
+
+
+def test_two_errors_in_a_row_keep_their_own_tensors() -> None:
+    first = metadata_log(metadata_line("8", "bfloat16"), metadata_line("8"))
+    second = metadata_log(metadata_line("4, 4"), metadata_line("2, 8"), position=5)
+    status, errors, _ = explain_json("-", input=(first + second).encode())
+    assert status == 1
+    assert [(error["line"], [t["position"] for t in error["tensors"]]) for error in errors] == [
+        (1, [0]), (6, [5])]
+
+
+STATE_BRANCH_PROJECT = '''\
+import torch
+from torch.utils.checkpoint import checkpoint
+
+use_gate = True
+
+
+def block(x):
+    h = torch.sin(x)
+    if use_gate:
+        h = torch.sigmoid(h)
+    return h
+
+
+def step(x):
+    global use_gate
+    out = checkpoint(block, x, use_reentrant=False)
+    use_gate = not use_gate
+    out.sum().backward()
+'''
+
+
+def test_sites_lists_the_findings_of_the_named_rule(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(STATE_BRANCH_PROJECT)
+    log = str(REAL / "branch_flipped.log")
+    result = run_cli("explain", "--sites", ".", log, cwd=tmp_path)
+    assert result.returncode == 0
+    assert "    site: model.py:9:8: checkpointed code branches on `use_gate`" in result.stdout
+    status, [error], _ = explain_json("--sites", str(tmp_path), log)
+    [site] = error["signatures"][0]["sites"]
+    assert (site["code"], site["row"], status) == ("CKP204", 9, 0)
+    # A clean project: the rule was run and found nothing.
+    (tmp_path / "model.py").write_text("x = 1\n")
+    result = run_cli("explain", "--sites", ".", log, cwd=tmp_path)
+    assert "    sites: no CKP204 finding in the linted code" in result.stdout
+    # Without --sites, no site is looked for.
+    assert "sites" not in explain_json(log)[1][0]["signatures"][0]

@@ -11,10 +11,16 @@ import sys
 
 import click
 
+from ckptlint.config import ConfigError, load_config, with_cli
 from ckptlint.explain.errors import ErrorKind, TensorMeta, TensorMismatch
 from ckptlint.explain.scan import FoundError, ScanResult, scan
 from ckptlint.explain.signatures import SIGNATURES, Signature
+from ckptlint.findings import Finding
 from ckptlint.registry import RULES
+
+# The findings of one rule code, in output order (`--sites`).
+Sites = dict[str, list[Finding]]
+MAX_SITES_SHOWN = 10
 
 HELP = """Explain the checkpoint errors in LOG (a traceback or a training log; `-` or no
 LOG reads stdin).
@@ -23,7 +29,8 @@ Finds every `CheckpointError` torch raised (and the other errors checkpointing c
 "mark a variable ready only once", reentrant mode's refusals and its "None of the inputs have
 requires_grad" warning), compares each differing saved tensor's shape, dtype and device field
 by field, and names for each error its signature: the likely cause, the rule that finds the
-cause in your code (`ckptlint rule CODE`) and what to do. `--list` prints the signatures.
+cause in your code (`ckptlint rule CODE`) and what to do. `--list` prints the signatures;
+`--sites PATH` lints PATH with those rules and lists the sites that could be responsible.
 
 \b
 Exit status: 0 every checkpoint error found is explained (or there is none),
@@ -36,7 +43,10 @@ Exit status: 0 every checkpoint error found is explained (or there is none),
 @click.option("--list", "show_list", is_flag=True, help="Print the known signatures and exit.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
-def explain(log: str, show_list: bool, output_format: str) -> None:
+@click.option("--sites", "sites_path", type=click.Path(), default=None, metavar="PATH",
+              help="Lint PATH (your project) with the rules the errors' signatures name, and "
+                   "list the findings under each signature.")
+def explain(log: str, show_list: bool, output_format: str, sites_path: str | None) -> None:
     if show_list:
         click.echo(render_signatures(output_format), nl=False)
         sys.exit(0)
@@ -50,11 +60,53 @@ def explain(log: str, show_list: bool, output_format: str) -> None:
     except OSError as error:
         click.echo(f"ckptlint: error: cannot read {name}: {error.strerror or error}", err=True)
         sys.exit(2)
+    sites = None
+    if sites_path is not None:
+        try:
+            sites = responsible_sites(sites_path, result)
+        except ConfigError as error:
+            click.echo(f"ckptlint: error: {error}", err=True)
+            sys.exit(2)
     if output_format == "json":
-        click.echo(json.dumps([error_json(found) for found in result.errors], indent=2))
+        click.echo(json.dumps([error_json(found, sites) for found in result.errors], indent=2))
     else:
-        click.echo(render_text(name, result), nl=False)
+        click.echo(render_text(name, result, sites), nl=False)
     sys.exit(1 if result.unclassified else 0)
+
+
+def responsible_sites(path: str, result: ScanResult) -> Sites:
+    """The findings in `path` of every registered rule the errors' signatures name."""
+    from ckptlint.engine.run import lint
+
+    codes = sorted({signature.rule for found in result.errors for signature in found.signatures
+                    if signature.rule in RULES})
+    if not codes:
+        return {}
+    config = with_cli(load_config([path]), select=codes)
+    sites: Sites = {code: [] for code in codes}
+    for finding in lint([path], config, use_cache=True).findings:
+        sites.setdefault(finding.code, []).append(finding)
+    return sites
+
+
+def site_json(finding: Finding) -> dict:
+    return {"filename": finding.filename, "row": finding.start.row,
+            "column": finding.start.column, "code": finding.code, "message": finding.message}
+
+
+def sites_text(signature: Signature, sites: Sites | None) -> list[str]:
+    if sites is None:
+        return []
+    if signature.rule not in sites:
+        return ["    sites: none looked for (no rule of this ckptlint finds this cause)"]
+    found = sites[signature.rule]
+    if not found:
+        return [f"    sites: no {signature.rule} finding in the linted code"]
+    lines = [f"    site: {finding.filename}:{finding.start.row}:{finding.start.column}: "
+             f"{finding.message}" for finding in found[:MAX_SITES_SHOWN]]
+    if len(found) > MAX_SITES_SHOWN:
+        lines.append(f"    ... and {len(found) - MAX_SITES_SHOWN} more {signature.rule} sites")
+    return lines
 
 
 def rule_text(code: str | None) -> str:
@@ -98,7 +150,7 @@ def error_heading(found: FoundError) -> str:
     return f"CheckpointError: {found.message}"
 
 
-def render_error(name: str, found: FoundError) -> str:
+def render_error(name: str, found: FoundError, sites: Sites | None) -> str:
     seen = f" (seen {found.occurrences} times)" if found.occurrences > 1 else ""
     lines = [f"{name}:{found.line}: {error_heading(found)}{seen}"]
     forward, replay = found.saved_counts
@@ -112,17 +164,17 @@ def render_error(name: str, found: FoundError) -> str:
     for signature in found.signatures:
         lines += [f"  signature: {signature.id}", f"    likely cause: {signature.cause}",
                   f"    rule: {rule_text(signature.rule)}", f"    fix: {signature.fix}",
-                  f"    see: {signature.reference}"]
+                  f"    see: {signature.reference}", *sites_text(signature, sites)]
     if not found.signatures:
         lines.append("  unknown: no known signature matches this error "
                      "(`ckptlint explain --list` shows the known ones)")
     return "\n".join(lines) + "\n"
 
 
-def render_text(name: str, result: ScanResult) -> str:
+def render_text(name: str, result: ScanResult, sites: Sites | None) -> str:
     if not result.total:
         return f"no checkpoint error found in {name}\n"
-    parts = [render_error(name, found) for found in result.errors]
+    parts = [render_error(name, found, sites) for found in result.errors]
     distinct = len(result.errors) + result.not_kept
     summary = (f"{distinct} distinct checkpoint error{'s' if distinct != 1 else ''} "
                f"({result.total} seen): {distinct - result.unclassified} explained, "
@@ -132,7 +184,15 @@ def render_text(name: str, result: ScanResult) -> str:
     return "\n".join([*parts, summary + "\n"])
 
 
-def error_json(found: FoundError) -> dict:
+def error_signature_json(signature: Signature, sites: Sites | None) -> dict:
+    entry = signature_json(signature)
+    if sites is not None:
+        entry["sites"] = ([site_json(finding) for finding in sites[signature.rule]]
+                          if signature.rule in sites else None)
+    return entry
+
+
+def error_json(found: FoundError, sites: Sites | None) -> dict:
     forward, replay = found.saved_counts
     return {
         "line": found.line,
@@ -148,6 +208,6 @@ def error_json(found: FoundError) -> dict:
         "tensors_saved": ({"forward": forward, "recomputation": replay}
                           if forward is not None or replay is not None else None),
         "classified": found.classified,
-        "signatures": [signature_json(signature) for signature in found.signatures],
+        "signatures": [error_signature_json(signature, sites) for signature in found.signatures],
     }
 

@@ -3,8 +3,9 @@
 The log is read in lines of at most `MAX_LINE` bytes, decoded as UTF-8 with undecodable bytes
 replaced, and `\\r` (progress bars) also ends a line. A `CheckpointError` line opens a block;
 the lines after it that continue torch's message (tensor lines, tensor counts) are read into
-it. Lines are matched anywhere after a prefix, and a block only takes lines that carry the
-prefix of its first line, so `[rank0]: ` and `[rank1]: ` output may interleave.
+it. The text before the exception name is the block's prefix: `[rank0]: ` and `[rank1]: `
+output may interleave, and a logger's prefix on the first line only is no obstacle
+(`Scanner.continues_a_block`).
 
 The same error seen again (both ranks, the traceback and a logger) is counted, not repeated;
 at most `MAX_DISTINCT` distinct errors and `MAX_TENSORS_KEPT` tensor lines per error are kept,
@@ -86,6 +87,9 @@ class Block:
 
     error: FoundError
     prefix: str
+    # Continued by lines carrying the prefix (True), by lines without it (False), or not
+    # known before its first continuation line (None).
+    tagged: bool | None = None
     awaiting_message: bool = False  # the exception line ended at "CheckpointError:"
     debug_dump: bool = False
     position: int | None = None
@@ -119,17 +123,39 @@ class Scanner:
         self.open: dict[str, Block] = {}
 
     def feed(self, number: int, line: str) -> None:
-        for prefix, block in list(self.open.items()):
-            if line.startswith(prefix):
-                if self.continue_block(block, line[len(prefix):]):
-                    return
-                self.close(prefix)
-        if _TRIGGER.search(line):
+        if not self.continues_a_block(line) and _TRIGGER.search(line):
             self.start(number, line)
+
+    def continues_a_block(self, line: str) -> bool:
+        """Read `line` into the open block it continues, if any; close the blocks it ends.
+
+        A block whose first line had a prefix is continued either by lines with that same
+        prefix (`[rank0]: `: other prefixes are other ranks, and leave it open) or by lines
+        without it (a logger's timestamp on the first line only): its first continuation
+        line decides which, and from then on a line of that form that does not continue it
+        ends it. A block without a prefix ends at the first line that does not continue it.
+        """
+        blocks = list(reversed(self.open.values()))  # the latest first
+        for block in blocks:
+            if block.prefix and block.tagged is not False and line.startswith(block.prefix):
+                if self.continue_block(block, line[len(block.prefix):]):
+                    block.tagged = True
+                    return True
+                self.close(block.prefix)
+        for block in blocks:
+            if block.tagged is not True and block.prefix in self.open:
+                if self.continue_block(block, line):
+                    block.tagged = False
+                    return True
+        for block in blocks:
+            if block.prefix in self.open and (not block.prefix or block.tagged is False):
+                self.close(block.prefix)
+        return False
 
     def finish(self) -> ScanResult:
         for prefix in list(self.open):
             self.close(prefix)
+        self.result.errors.sort(key=lambda error: error.line)
         return self.result
 
     def start(self, number: int, line: str) -> None:
