@@ -365,3 +365,13 @@ def test_sites_lists_the_findings_of_the_named_rule(tmp_path: Path) -> None:
     assert "    sites: no CKP204 finding in the linted code" in result.stdout
     # Without --sites, no site is looked for.
     assert "sites" not in explain_json(log)[1][0]["signatures"][0]
+
+
+def test_source_lines_quoting_an_error_text_are_not_errors() -> None:
+    """A traceback (with `-W error`, or Python 3.13's multi-line statements) shows the source
+    that raises the error: its quoted text is not another error."""
+    log = (b'    "None of the inputs have requires_grad=True. Gradients will be None",\n'
+           b'    "torch.utils.checkpoint: A different number of tensors was saved "\n'
+           b"UserWarning: None of the inputs have requires_grad=True. Gradients will be None\n")
+    status, [error], _ = explain_json("-", input=log)
+    assert (status, error["line"], error["occurrences"]) == (0, 3, 1)

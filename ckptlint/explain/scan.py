@@ -116,6 +116,12 @@ def log_lines(stream: BinaryIO) -> Iterator[tuple[int, str]]:
             number += 1
 
 
+def in_source_string(before: str) -> bool:
+    """Whether a text follows an opening quote: a traceback showing the source that raises
+    it, not the error itself."""
+    return before.endswith(("\"", "'"))
+
+
 class Scanner:
     def __init__(self) -> None:
         self.result = ScanResult()
@@ -170,6 +176,8 @@ class Scanner:
             prefix, message = line[:start], line[start:]
             if prefix.endswith(_MESSAGE_PREFIX):
                 prefix = prefix[:-len(_MESSAGE_PREFIX)]
+            if in_source_string(prefix):
+                return
         error = FoundError(number, ErrorKind.OTHER_CHECKPOINT_ERROR, "")
         block = Block(error, prefix, awaiting_message=not message)
         self.set_message(block, message)
@@ -183,6 +191,8 @@ class Scanner:
             return
         found = signature.text.search(line)
         start = found.start() if found else 0
+        if in_source_string(line[:start]):
+            return
         named = _EXCEPTION_NAME.search(line, 0, start)
         start = named.start() if named else start
         error = FoundError(number, ErrorKind.MESSAGE, line[start:].strip()[:MAX_MESSAGE])
