@@ -375,3 +375,9 @@ def test_source_lines_quoting_an_error_text_are_not_errors() -> None:
            b"UserWarning: None of the inputs have requires_grad=True. Gradients will be None\n")
     status, [error], _ = explain_json("-", input=log)
     assert (status, error["line"], error["occurrences"]) == (0, 3, 1)
+
+
+def test_sites_path_must_exist(tmp_path: Path) -> None:
+    result = run_cli("explain", "--sites", "missing", str(REAL / "dtype_cast.log"),
+                     cwd=tmp_path)
+    assert result.returncode == 2 and "'missing' does not exist" in result.stderr

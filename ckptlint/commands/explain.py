@@ -43,7 +43,8 @@ Exit status: 0 every checkpoint error found is explained (or there is none),
 @click.option("--list", "show_list", is_flag=True, help="Print the known signatures and exit.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
-@click.option("--sites", "sites_path", type=click.Path(), default=None, metavar="PATH",
+@click.option("--sites", "sites_path", type=click.Path(exists=True), default=None,
+              metavar="PATH",
               help="Lint PATH (your project) with the rules the errors' signatures name, and "
                    "list the findings under each signature.")
 def explain(log: str, show_list: bool, output_format: str, sites_path: str | None) -> None:
