@@ -117,7 +117,7 @@ def test_metadata_compared_field_by_field() -> None:
         "saved": {"shape": [4, 6], "dtype": "float32", "device": "cpu"},
         "recomputed": {"shape": [4, 12], "dtype": "float32", "device": "cpu"}}
     [signature] = error["signatures"]
-    assert signature["rule"] == "CKP402" and signature["fix"] and signature["cause"]
+    assert signature["rules"] == ["CKP402", "CKP401"] and signature["fix"] and signature["cause"]
     assert set(error) == {"line", "occurrences", "kind", "message", "tensors", "tensor_count",
                           "tensors_saved", "classified", "signatures"}
 
@@ -161,7 +161,8 @@ def test_text_output_names_cause_rule_and_fix() -> None:
     result = run_cli("explain", str(REAL / "branch_flipped.log"), cwd=REPO)
     assert result.returncode == 0
     assert "tensors saved: 5 in the forward, 1 in the replay" in result.stdout
-    assert "rule: CKP204 state-dependent-branch (`ckptlint rule CKP204`)" in result.stdout
+    assert ("rules: CKP204 state-dependent-branch (`ckptlint rule CKP204`), "
+            "CKP203 data-dependent-branch (`ckptlint rule CKP203`)") in result.stdout
     assert "likely cause:" in result.stdout and "    fix: " in result.stdout
     assert result.stdout.endswith("1 distinct checkpoint error (1 seen): 1 explained, "
                                   "0 unknown\n")
@@ -239,7 +240,7 @@ def test_list_prints_the_table() -> None:
         assert f"{signature.id}\n  shows: {signature.shows}\n" in text.stdout
     listed = json.loads(run_cli("explain", "--list", "--format", "json", cwd=REPO).stdout)
     assert [entry["id"] for entry in listed] == [signature.id for signature in SIGNATURES]
-    assert all(set(entry) == {"id", "shows", "cause", "rule", "fix", "reference"}
+    assert all(set(entry) == {"id", "shows", "cause", "rules", "fix", "reference"}
                for entry in listed)
 
 
@@ -305,7 +306,7 @@ def test_readme_lists_every_signature() -> None:
     assert rows[:len(SIGNATURES)] == [signature.id for signature in SIGNATURES]
     for signature in SIGNATURES:
         row = next(line for line in section.splitlines() if line.startswith(f"| `{signature.id}`"))
-        assert row.rstrip().endswith(f"| {signature.rule or '—'} |")
+        assert row.rstrip().endswith(f"| {', '.join(signature.rules) or '—'} |")
 
 
 def test_logger_prefix_on_the_first_line_only() -> None:
@@ -355,14 +356,15 @@ def test_sites_lists_the_findings_of_the_named_rule(tmp_path: Path) -> None:
     log = str(REAL / "branch_flipped.log")
     result = run_cli("explain", "--sites", ".", log, cwd=tmp_path)
     assert result.returncode == 0
-    assert "    site: model.py:9:8: checkpointed code branches on `use_gate`" in result.stdout
+    assert ("    site: model.py:9:8: CKP204 checkpointed code branches on `use_gate`"
+            in result.stdout)
     status, [error], _ = explain_json("--sites", str(tmp_path), log)
     [site] = error["signatures"][0]["sites"]
     assert (site["code"], site["row"], status) == ("CKP204", 9, 0)
     # A clean project: the rule was run and found nothing.
     (tmp_path / "model.py").write_text("x = 1\n")
     result = run_cli("explain", "--sites", ".", log, cwd=tmp_path)
-    assert "    sites: no CKP204 finding in the linted code" in result.stdout
+    assert "    sites: no CKP204 or CKP203 finding in the linted code" in result.stdout
     # Without --sites, no site is looked for.
     assert "sites" not in explain_json(log)[1][0]["signatures"][0]
 
@@ -381,3 +383,11 @@ def test_sites_path_must_exist(tmp_path: Path) -> None:
     result = run_cli("explain", "--sites", "missing", str(REAL / "dtype_cast.log"),
                      cwd=tmp_path)
     assert result.returncode == 2 and "'missing' does not exist" in result.stderr
+
+
+def test_sites_of_a_signature_with_two_rules() -> None:
+    """The cache appended twice: here module state (CKP401), not a cache passed in (CKP402)."""
+    _, [error], _ = explain_json("--sites", str(LOGS / "programs" / "cache_twice.py"),
+                                 str(REAL / "cache_twice.log"))
+    sites = [(site["code"], site["row"]) for site in error["signatures"][0]["sites"]]
+    assert ("CKP401", 10) in sites

@@ -79,8 +79,8 @@ def responsible_sites(path: str, result: ScanResult) -> Sites:
     """The findings in `path` of every registered rule the errors' signatures name."""
     from ckptlint.engine.run import lint
 
-    codes = sorted({signature.rule for found in result.errors for signature in found.signatures
-                    if signature.rule in RULES})
+    codes = sorted({code for found in result.errors for signature in found.signatures
+                    for code in signature.rules if code in RULES})
     if not codes:
         return {}
     config = with_cli(load_config([path]), select=codes)
@@ -95,32 +95,41 @@ def site_json(finding: Finding) -> dict:
             "column": finding.start.column, "code": finding.code, "message": finding.message}
 
 
+def signature_sites(signature: Signature, sites: Sites) -> list[Finding] | None:
+    """The findings of the signature's rules; None when none of its rules is run here."""
+    looked_for = [code for code in signature.rules if code in sites]
+    if not looked_for:
+        return None
+    return sorted((finding for code in looked_for for finding in sites[code]),
+                  key=lambda finding: finding.sort_key)
+
+
 def sites_text(signature: Signature, sites: Sites | None) -> list[str]:
     if sites is None:
         return []
-    if signature.rule not in sites:
+    found = signature_sites(signature, sites)
+    if found is None:
         return ["    sites: none looked for (no rule of this ckptlint finds this cause)"]
-    found = sites[signature.rule]
     if not found:
-        return [f"    sites: no {signature.rule} finding in the linted code"]
+        codes = " or ".join(code for code in signature.rules if code in sites)
+        return [f"    sites: no {codes} finding in the linted code"]
     lines = [f"    site: {finding.filename}:{finding.start.row}:{finding.start.column}: "
-             f"{finding.message}" for finding in found[:MAX_SITES_SHOWN]]
+             f"{finding.code} {finding.message}" for finding in found[:MAX_SITES_SHOWN]]
     if len(found) > MAX_SITES_SHOWN:
-        lines.append(f"    ... and {len(found) - MAX_SITES_SHOWN} more {signature.rule} sites")
+        lines.append(f"    ... and {len(found) - MAX_SITES_SHOWN} more sites")
     return lines
 
 
-def rule_text(code: str | None) -> str:
-    if code is None:
+def rules_text(codes: tuple[str, ...]) -> str:
+    if not codes:
         return "none (no static rule finds this cause)"
-    if code in RULES:
-        return f"{code} {RULES[code].name} (`ckptlint rule {code}`)"
-    return code
+    return ", ".join(f"{code} {RULES[code].name} (`ckptlint rule {code}`)" if code in RULES
+                     else code for code in codes)
 
 
 def signature_json(signature: Signature) -> dict:
     return {"id": signature.id, "shows": signature.shows, "cause": signature.cause,
-            "rule": signature.rule, "fix": signature.fix, "reference": signature.reference}
+            "rules": list(signature.rules), "fix": signature.fix, "reference": signature.reference}
 
 
 def render_signatures(output_format: str) -> str:
@@ -128,7 +137,7 @@ def render_signatures(output_format: str) -> str:
         return json.dumps([signature_json(signature) for signature in SIGNATURES],
                           indent=2) + "\n"
     blocks = [f"{signature.id}\n  shows: {signature.shows}\n  cause: {signature.cause}\n"
-              f"  rule:  {rule_text(signature.rule)}\n  fix:   {signature.fix}\n"
+              f"  rules: {rules_text(signature.rules)}\n  fix:   {signature.fix}\n"
               f"  see:   {signature.reference}\n" for signature in SIGNATURES]
     return "\n".join(blocks)
 
@@ -164,7 +173,7 @@ def render_error(name: str, found: FoundError, sites: Sites | None) -> str:
         lines.append("  (no tensor lines followed the message: the log may be cut)")
     for signature in found.signatures:
         lines += [f"  signature: {signature.id}", f"    likely cause: {signature.cause}",
-                  f"    rule: {rule_text(signature.rule)}", f"    fix: {signature.fix}",
+                  f"    rules: {rules_text(signature.rules)}", f"    fix: {signature.fix}",
                   f"    see: {signature.reference}", *sites_text(signature, sites)]
     if not found.signatures:
         lines.append("  unknown: no known signature matches this error "
@@ -188,8 +197,8 @@ def render_text(name: str, result: ScanResult, sites: Sites | None) -> str:
 def error_signature_json(signature: Signature, sites: Sites | None) -> dict:
     entry = signature_json(signature)
     if sites is not None:
-        entry["sites"] = ([site_json(finding) for finding in sites[signature.rule]]
-                          if signature.rule in sites else None)
+        found = signature_sites(signature, sites)
+        entry["sites"] = None if found is None else [site_json(finding) for finding in found]
     return entry
 
 

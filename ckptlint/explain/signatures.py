@@ -1,5 +1,5 @@
 """The signatures `ckptlint explain` knows: what a checkpoint error looks like, what most likely
-caused it, the rule that finds the cause statically, and what to do.
+caused it, the rules that find the cause statically, and what to do.
 
 This table is the only place a signature is defined; `ckptlint explain --list` prints it.
 A signature matches in exactly one of three ways:
@@ -30,7 +30,7 @@ class Signature:
     shows: str  # what the error looks like, in a few words
     cause: str
     fix: str
-    rule: str | None  # the code that finds the cause statically, where one does
+    rules: tuple[str, ...]  # the codes that find the cause statically (none: no rule does)
     reference: str
     tensor: Callable[[TensorMismatch], bool] | None = None
     error: ErrorKind | None = None
@@ -89,17 +89,18 @@ SIGNATURES: tuple[Signature, ...] = (
               "of a frozen weight instead of the gathered parameter, as with PEFT/LoRA on ZeRO-3",
         fix="use `use_reentrant=True` for this setup (trl forces it under PEFT + ZeRO-3), or "
             "keep frozen parameters gathered during backward",
-        rule="CKP601",
+        rules=("CKP601",),
         reference="https://github.com/huggingface/trl/issues/2514",
         tensor=partitioned_parameter),
     Signature(
         "doubled-dimension",
         shows="one dimension of a saved tensor is exactly twice as long in the replay "
               "(a sequence of 171 becomes 342)",
-        cause="a cache was appended to inside the checkpointed segment (a key/value cache, "
-              "`use_cache=True`): the replay appended the same entries again",
+        cause="a cache was appended to inside the checkpointed segment (a key/value cache "
+              "passed in with `use_cache=True`, or module state): the replay appended the "
+              "same entries again",
         fix="train with `use_cache=False`, or update the cache outside the checkpointed code",
-        rule="CKP402",
+        rules=("CKP402", "CKP401"),
         reference="https://github.com/pytorch/pytorch/issues/155171",
         tensor=doubled_dimension),
     Signature(
@@ -111,7 +112,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "bias, an expert counter) changed between the forward and the backward",
         fix="make the routing replay-stable: keep routing state unchanged until backward has "
             "run, or compute the routing outside the checkpointed segment and pass it in",
-        rule="CKP205",
+        rules=("CKP205",),
         reference="https://github.com/pytorch/torchtitan/issues/1117",
         tensor=one_token_more_or_less),
     Signature(
@@ -124,7 +125,7 @@ SIGNATURES: tuple[Signature, ...] = (
         fix="run the backward under the same precision settings as the forward (or cast "
             "explicitly inside the segment); under FSDP mixed precision upgrade torch or use "
             "reentrant checkpointing",
-        rule="CKP206",
+        rules=("CKP206",),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         tensor=precision_cast_not_replayed),
     Signature(
@@ -136,7 +137,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "on tensor values that changed",
         fix="make the branch condition replay-stable: keep the state it reads unchanged until "
             "backward has run, or decide the branch outside the segment and pass it in",
-        rule="CKP204",
+        rules=("CKP204", "CKP203"),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         error=ErrorKind.COUNT_MISMATCH),
     Signature(
@@ -146,7 +147,7 @@ SIGNATURES: tuple[Signature, ...] = (
         cause="the replay took a longer path through the segment than the forward (seen "
               "with `early_stop=False`): a branch on state that changed in between",
         fix="make the branch condition replay-stable, as for `fewer-tensors-saved`",
-        rule="CKP204",
+        rules=("CKP204", "CKP203"),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         error=ErrorKind.MORE_SAVED),
     Signature(
@@ -157,7 +158,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "checkpointed region",
         fix="read `ctx.saved_tensors` once per backward; do not backward twice through the "
             "same checkpointed region without recomputing it",
-        rule=None,
+        rules=(),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         error=ErrorKind.UNPACKED_TWICE),
     Signature(
@@ -168,7 +169,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "parameters, and DDP's reducer sees them ready twice",
         fix="use `use_reentrant=False`, or `find_unused_parameters=False` / "
             "`static_graph=True` when the graph is the same every step",
-        rule="CKP601",
+        rules=("CKP601",),
         reference="https://github.com/huggingface/peft/issues/313",
         text=re.compile(r"Expected to mark a variable ready only once")),
     Signature(
@@ -178,7 +179,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "frozen base model, PEFT/LoRA): the segment's parameters get no gradient",
         fix="use `use_reentrant=False`, or make the input require grad "
             "(`model.enable_input_require_grads()` in transformers)",
-        rule="CKP101",
+        rules=("CKP101",),
         reference="https://github.com/huggingface/transformers/issues/21381",
         text=re.compile(r"None of the inputs have requires_grad=True\. Gradients will be None")),
     Signature(
@@ -187,7 +188,7 @@ SIGNATURES: tuple[Signature, ...] = (
         cause="keyword arguments passed through a reentrant checkpoint to the function, which "
               "reentrant mode does not support",
         fix="use `use_reentrant=False`, or bind the keywords with `functools.partial`",
-        rule="CKP103",
+        rules=("CKP103",),
         reference="https://github.com/huggingface/pytorch-image-models/pull/2389",
         text=re.compile(r"ValueError: Unexpected keyword arguments: ")),
     Signature(
@@ -195,7 +196,7 @@ SIGNATURES: tuple[Signature, ...] = (
         shows="\"Passing `context_fn` or `debug` is only supported when use_reentrant=False\"",
         cause="`context_fn` or `debug` passed to a reentrant checkpoint",
         fix="use `use_reentrant=False`, or drop the argument",
-        rule="CKP103",
+        rules=("CKP103",),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         text=re.compile(r"Passing `context_fn` or `debug` is only supported when "
                         r"use_reentrant=False")),
@@ -205,7 +206,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "parameter to .backward()\"",
         cause="`torch.autograd.grad` or `backward(inputs=...)` through a reentrant checkpoint",
         fix="use `use_reentrant=False`",
-        rule="CKP103",
+        rules=("CKP103",),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         text=re.compile(r"torch\.utils\.checkpoint is incompatible with \.grad\(\)")),
 )
