@@ -15,6 +15,7 @@ from ckptlint.output import FORMATS
 # Subcommands whose modules load only when used (`dynamic` needs torch in the child).
 LAZY_COMMANDS = {
     "dynamic": "ckptlint.dynamic.cli:dynamic",
+    "explain": "ckptlint.commands.explain:explain",
     "profile": "ckptlint.dynamic.profile.cli:profile",
     "rule": "ckptlint.rule_pages:rule",
 }
