@@ -113,7 +113,8 @@ RULES: dict[str, RuleInfo] = {
                  "a hand-written `autograd.Function` checkpoint (reruns a function under "
                  "`enable_grad` in backward) without RNG restore, autocast capture or gradients "
                  "for unpassed inputs",
-                 CALL.with_fields({"keyword": STR})),
+                 Obj({"class": STR,
+                      "lacks": ListOf(OneOf(("rng", "autocast", "unpassed-inputs")))})),
         RuleInfo("CKP201", "mutable-state-read", "warning", STATE_CHANGE, NO_FIX,
                  "ckptlint.checks.mutable_state_read:MutableStateRead",
                  "a segment reads global or instance state that is changed elsewhere",

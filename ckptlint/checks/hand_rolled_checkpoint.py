@@ -1,27 +1,31 @@
-"""CKP106: a hand-written `autograd.Function` checkpoint (reruns a function under `enable_grad` in backward) without RNG restore, autocast capture or gradients for unpassed inputs"""
-
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ckptlint.analysis.sites import Site, bool_value
+from ckptlint.analysis.apis import SiteKind
+from ckptlint.analysis.sites import Site
 from ckptlint.checks.base import SiteRule
 from ckptlint.findings import Finding
 
-# (scaffold placeholder: what the rule flags until its real test is written)
-EXAMPLE_KEYWORD = "ckptlint_scaffold_example"
-
 
 class HandRolledCheckpoint(SiteRule):
-    """a hand-written `autograd.Function` checkpoint (reruns a function under `enable_grad` in backward) without RNG restore, autocast capture or gradients for unpassed inputs"""
+    """An `autograd.Function` that reimplements checkpointing without what torch's restores."""
 
     code = "CKP106"
-    message = ("checkpoint called with `{keyword}=True` "
-               "(scaffold placeholder: what goes wrong, and what to do instead)")
+    message = ("`{class}` is a hand-written checkpoint (its `backward` reruns the function under "
+               "`enable_grad`) that {lacks:words}; use `torch.utils.checkpoint.checkpoint("
+               "..., use_reentrant=False)`, which handles these")
+    phrases = {"lacks": {
+        "rng": "does not restore the RNG state (dropout differs in the rerun)",
+        "autocast": "does not capture autocast (the rerun runs at another precision)",
+        "unpassed-inputs": "differentiates only what it is passed (`torch.autograd.grad`): "
+                           "parameters the function uses without being passed get no gradient",
+    }}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
-        if site.arguments is None:
+        if site.kind != SiteKind.HAND_ROLLED or site.hand_rolled is None:
             return
-        given = site.arguments.keywords.get(EXAMPLE_KEYWORD)
-        if given is not None and bool_value(given.value) is True:
-            yield self.site_finding(site, {"keyword": EXAMPLE_KEYWORD})
+        lacks = site.hand_rolled.lacks
+        if lacks:
+            yield self.finding(site.module, site.node,
+                               {"class": site.hand_rolled.qualname, "lacks": lacks}, site=site)
