@@ -21,12 +21,12 @@ nothing is imported or run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
 
 from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind, bool_value
-from ckptlint.analysis.segment import import_qualnames
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
 
@@ -46,6 +46,10 @@ RNG_RESTORERS = frozenset({"fork_rng"})
 RNG_WORDS = ("rng", "generator")
 RNG_VERBS = ("set", "restore")
 AUTOCAST = "autocast"
+
+# The qualified names an expression denotes through the file's imports and aliases
+# (`SiteFinder.local_qualnames`).
+Qualnames = Callable[[cst.BaseExpression, Scope], set[str]]
 
 # What a hand-written checkpoint may lack (`data.lacks` of CKP106), in report order.
 LACKS_RNG, LACKS_AUTOCAST, LACKS_UNPASSED = "rng", "autocast", "unpassed-inputs"
@@ -68,10 +72,10 @@ class HandRolled:
         return [name for name in LACKS if missing[name]]
 
 
-def hand_rolled_checkpoint(module: SourceModule, node: cst.ClassDef,
-                           outer: Scope) -> HandRolled | None:
+def hand_rolled_checkpoint(module: SourceModule, node: cst.ClassDef, outer: Scope,
+                           qualnames: Qualnames) -> HandRolled | None:
     """What `node` handles, if it is a hand-written checkpoint (see the module's docstring)."""
-    if not any(import_qualnames(base.value, outer) & AUTOGRAD_FUNCTION for base in node.bases):
+    if not any(qualnames(base.value, outer) & AUTOGRAD_FUNCTION for base in node.bases):
         return None
     methods = {statement.name.value: statement for statement in node.body.body
                if isinstance(statement, cst.FunctionDef)}
@@ -81,11 +85,13 @@ def hand_rolled_checkpoint(module: SourceModule, node: cst.ClassDef,
     scopes = module.scopes.scope_of
     forward_scope, backward_scope = scopes[id(forward)], scopes[id(backward)]
     stored = stored_functions(forward)
-    ran_forward = GradWalk(forward_scope, function_names(forward, stored, forward_scope))
+    ran_forward = GradWalk(forward_scope, function_names(forward, stored, forward_scope),
+                           qualnames)
     ran_forward.walk(forward.body)
     if not any(grad is not True for grad in ran_forward.calls):
         return None
-    ran_backward = GradWalk(backward_scope, function_names(backward, stored, backward_scope))
+    ran_backward = GradWalk(backward_scope, function_names(backward, stored, backward_scope),
+                            qualnames)
     ran_backward.walk(backward.body)
     if True not in ran_backward.calls:
         return None
@@ -184,9 +190,10 @@ class GradWalk(Visitor):
     entered), and the RNG, autocast and gradient calls it makes. Nested definitions are not
     entered."""
 
-    def __init__(self, scope: Scope, refs: FunctionRefs) -> None:
+    def __init__(self, scope: Scope, refs: FunctionRefs, qualnames: Qualnames) -> None:
         self.scope = scope
         self.refs = refs
+        self.qualnames = qualnames
         self.grad: list[bool | None] = [None]
         self.pushed: list[int] = []
         self.calls: list[bool | None] = []
@@ -211,7 +218,7 @@ class GradWalk(Visitor):
     def grad_mode(self, expr: cst.BaseExpression) -> bool | None:
         if not isinstance(expr, cst.Call):
             return None
-        names = import_qualnames(expr.func, self.scope)
+        names = self.qualnames(expr.func, self.scope)
         if names & GRAD_ON:
             return True
         if names & GRAD_OFF:
@@ -236,7 +243,7 @@ class GradWalk(Visitor):
             self.enters_autocast = True
         elif plain == "backward":
             self.backward_call = True
-        elif import_qualnames(node.func, self.scope) & GRAD_OF_INPUTS:
+        elif self.qualnames(node.func, self.scope) & GRAD_OF_INPUTS:
             self.grad_of_inputs = True
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:

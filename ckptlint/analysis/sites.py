@@ -173,7 +173,8 @@ class SiteFinder(Visitor):
             self.sites.append(Site(self.module, node, SiteKind.HF_LAYER, class_scope,
                                    library_api=base))
             return
-        hand_rolled = hand_rolled_checkpoint(self.module, node, outer)
+        hand_rolled = hand_rolled_checkpoint(
+            self.module, node, outer, lambda expr, scope: self.local_qualnames(expr, scope, 0))
         if hand_rolled is not None:
             self.sites.append(Site(self.module, node, SiteKind.HAND_ROLLED, class_scope,
                                    mode=Mode.REENTRANT, mode_source=ModeSource.API,
