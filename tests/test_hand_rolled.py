@@ -95,9 +95,14 @@ def test_without_autocast_capture_the_rerun_computes_at_another_precision(classe
                 return run()
         return go
 
+    def block(h, weight):
+        return mlp(weight, h)
+
     plain = grads_of(under_autocast(lambda: mlp(w, x)), x)
     tiled = grads_of(under_autocast(lambda: classes.TiledCompute.apply(mlp, w, x, 1)), x)
-    careful = grads_of(under_autocast(
-        lambda: classes.CarefulCheckpoint.apply(lambda h, weight: mlp(weight, h), x, w)), x)
+    careful = grads_of(under_autocast(lambda: classes.CarefulCheckpoint.apply(block, x, w)), x)
+    decorated = grads_of(under_autocast(
+        lambda: classes.DecoratedCheckpoint.apply(block, x, w)), x)
     assert torch.equal(plain[0], careful[0])
+    assert torch.equal(plain[0], decorated[0])
     assert not torch.equal(plain[0], tiled[0])

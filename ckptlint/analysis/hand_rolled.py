@@ -9,8 +9,9 @@ inherits nothing torch's own checkpoint restores unless the class does it itself
 
 - the RNG state (`torch.get_rng_state`/`set_rng_state`, `torch.random.fork_rng`, a generator's
   or an RNG tracker's `set_state(s)`): without it dropout draws other masks in the rerun;
-- autocast (`torch.autocast(...)` entered in `backward`): `backward` runs outside the caller's
-  autocast block, so without it the rerun computes at another precision;
+- autocast (`torch.autocast(...)` entered in `backward`, or `backward` decorated with
+  `torch.amp.custom_bwd`): `backward` runs outside the caller's autocast block, so without it
+  the rerun computes at another precision;
 - gradients for what it is not passed: `torch.autograd.grad(outputs, inputs)` differentiates
   only the tensors passed in; parameters the function uses without being passed get none
   (`torch.autograd.backward` accumulates into every leaf and has no such gap).
@@ -46,6 +47,7 @@ RNG_RESTORERS = frozenset({"fork_rng"})
 RNG_WORDS = ("rng", "generator")
 RNG_VERBS = ("set", "restore")
 AUTOCAST = "autocast"
+CUSTOM_BACKWARD = "custom_bwd"
 
 # The qualified names an expression denotes through the file's imports and aliases
 # (`SiteFinder.local_qualnames`).
@@ -99,9 +101,21 @@ def hand_rolled_checkpoint(module: SourceModule, node: cst.ClassDef, outer: Scop
     return HandRolled(
         qualname=class_scope.qualname(),
         restores_rng=ran_backward.restores_rng,
-        captures_autocast=ran_backward.enters_autocast,
+        captures_autocast=ran_backward.enters_autocast or runs_in_forward_autocast(backward),
         grads_only_for_inputs=ran_backward.grad_of_inputs and not ran_backward.backward_call,
     )
+
+
+def runs_in_forward_autocast(backward: cst.FunctionDef) -> bool:
+    """`@torch.amp.custom_bwd(...)` (or `torch.cuda.amp.custom_bwd`): torch runs `backward`
+    in the autocast state `forward` ran in."""
+    for decorator in backward.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        if final_name(expr) == CUSTOM_BACKWARD:
+            return True
+    return False
 
 
 def parameter_names(function: cst.FunctionDef) -> list[str]:
