@@ -13,8 +13,8 @@ class HandRolledCheckpoint(SiteRule):
 
     code = "CKP106"
     message = ("`{class}` is a hand-written checkpoint (its `backward` reruns the function under "
-               "`enable_grad`) that {lacks:words}; use `torch.utils.checkpoint.checkpoint("
-               "..., use_reentrant=False)`, which handles these")
+               "`enable_grad`) that {lacks:words}; handle them as `torch.utils.checkpoint` "
+               "does, or use `checkpoint(..., use_reentrant=False)` instead")
     phrases = {"lacks": {
         "rng": "does not restore the RNG state (dropout differs in the rerun)",
         "autocast": "does not capture autocast (the rerun runs at another precision)",
