@@ -20,6 +20,7 @@ A template is `str.format` syntax over the data's top-level fields (`{{`/`}}` fo
             "rebound at f.py:20 in `step` (and 2 other places)"
     phrase  `phrases[name][value]`, itself a template rendered with the same data
     each    a list of objects, each rendered with `phrases[name][item["kind"]]`, joined by "; "
+    words   a list of values, each worded by `phrases[name][value]`, as "a, b and c"
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def render(template: str, data: Mapping[str, Any], phrases: Phrases | None = Non
         value = data[name]
         if spec == "phrase":
             out.append(render(phrases[name][value], data, phrases))
+        elif spec == "words":
+            out.append(and_list([render(phrases[name][item], data, phrases) for item in value]))
         elif spec == "each":
             out.append("; ".join(render(phrases[name][item["kind"]], item, phrases)
                                  for item in value))
@@ -62,6 +65,11 @@ def render(template: str, data: Mapping[str, Any], phrases: Phrases | None = Non
 def short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_SNIPPET else text[: MAX_SNIPPET - 3] + "..."
+
+
+def and_list(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) < 2 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def places(changes: list[Mapping[str, Any]]) -> str:

@@ -108,6 +108,13 @@ RULES: dict[str, RuleInfo] = {
                  "ckptlint.checks.determinism_check_disabled:DeterminismCheckDisabled",
                  "`determinism_check=\"none\"`",
                  CALL),
+        RuleInfo("CKP106", "hand-rolled-checkpoint", "warning", STATIC_ONLY, NO_FIX,
+                 "ckptlint.checks.hand_rolled_checkpoint:HandRolledCheckpoint",
+                 "a hand-written `autograd.Function` checkpoint (reruns a function under "
+                 "`enable_grad` in backward) without RNG restore, autocast capture or gradients "
+                 "for unpassed inputs",
+                 Obj({"class": STR,
+                      "lacks": ListOf(OneOf(("rng", "autocast", "unpassed-inputs")))})),
         RuleInfo("CKP201", "mutable-state-read", "warning", STATE_CHANGE, NO_FIX,
                  "ckptlint.checks.mutable_state_read:MutableStateRead",
                  "a segment reads global or instance state that is changed elsewhere",

@@ -265,5 +265,11 @@ def test_message_formats():
     assert render("{effect:phrase}; {parts:each}", {
         "effect": "write", "state": "S", "parts": [{"kind": "one", "n": 1}, {"kind": "two"}]},
         phrases) == "writes `S`; one 1; two"
+    lacks = {"lacks": {"rng": "no RNG", "autocast": "no autocast", "unpassed-inputs": "no grads"}}
+    assert render("{lacks:words}", {"lacks": ["rng"]}, lacks) == "no RNG"
+    assert render("{lacks:words}", {"lacks": ["rng", "autocast"]}, lacks) == \
+        "no RNG and no autocast"
+    assert render("{lacks:words}", {"lacks": ["rng", "autocast", "unpassed-inputs"]}, lacks) == \
+        "no RNG, no autocast and no grads"
     with pytest.raises(KeyError, match="missing"):
         render("{missing}", {})

@@ -24,8 +24,12 @@ def test_kwargs_dict_calls_in_wrap_py_are_sites_but_not_flagged() -> None:
 
 def test_checkpoint_module_itself() -> None:
     # Inside torch/utils/checkpoint.py, `checkpoint(...)` is torch's own function: a site whose
-    # `use_reentrant=use_reentrant` is unknown, so nothing is reported.
+    # `use_reentrant=use_reentrant` is unknown, so nothing is reported. Its reentrant
+    # `CheckpointFunction` is recognised as a checkpoint written as an autograd.Function, and
+    # not reported either: it restores the RNG state, captures autocast and accumulates
+    # gradients with `torch.autograd.backward` (CKP106 finds nothing it lacks).
     path = TORCH / "utils" / "checkpoint.py"
     result = lint([str(path)], Config(select=("CKP1",)))
-    assert [s.mode for s in result.sites] == ["unknown"]
+    assert sorted((s.api, s.mode) for s in result.sites) == [
+        ("hand-rolled", "reentrant"), ("torch.utils.checkpoint.checkpoint", "unknown")]
     assert result.findings == []

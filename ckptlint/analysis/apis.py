@@ -24,6 +24,9 @@ class SiteKind(TextEnum):
     HF_LAYER = "hf-layer"  # a `class` deriving from GradientCheckpointingLayer
     HF_ENABLE = "hf-enable"  # model.gradient_checkpointing_enable(...)
     HF_ARGS = "hf-args"  # TrainingArguments(gradient_checkpointing=True, ...)
+    # A `class` deriving from `torch.autograd.Function` that reruns a function in backward
+    # (analysis/hand_rolled.py): a checkpoint written by hand, reentrant by construction.
+    HAND_ROLLED = "hand-rolled"
 
 
 class Mode(TextEnum):
@@ -108,6 +111,11 @@ HF_TRAINING_ARGUMENTS = (
     "trl.GRPOConfig",
 )
 
+# A hand-written checkpoint (SiteKind.HAND_ROLLED) derives from `torch.autograd.Function`
+# (the last word of both spellings) and turns gradients back on in `backward` with one of these.
+AUTOGRAD_FUNCTION_WORD = "Function"
+GRAD_ON_WORDS = ("enable_grad", "set_grad_enabled")
+
 # `checkpoint_wrapper(..., checkpoint_impl=CheckpointImpl.REENTRANT)`.
 REENTRANT_IMPL = f"{_WRAPPER_MODULE}.CheckpointImpl.REENTRANT"
 
@@ -130,5 +138,6 @@ def trigger_names(table: dict[str, CheckpointApi], segment_bases: tuple[str, ...
     """Identifiers one of which must appear in a file that can hold a checkpoint site."""
     names = {qualname.rsplit(".", 1)[-1] for qualname in table}
     names.update(base.rsplit(".", 1)[-1] for base in (*HF_LAYER_BASES, *segment_bases))
-    names.update({HF_CHECKPOINT_METHOD, HF_ENABLE_METHOD, "gradient_checkpointing"})
+    names.update({HF_CHECKPOINT_METHOD, HF_ENABLE_METHOD, "gradient_checkpointing",
+                  *GRAD_ON_WORDS})
     return names

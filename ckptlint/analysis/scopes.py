@@ -141,6 +141,13 @@ def dotted_name(node: cst.BaseExpression | cst.CSTNode) -> str | None:
     return None
 
 
+def bool_value(expr: cst.BaseExpression) -> bool | None:
+    """`True`/`False` written literally, else None."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
+
+
 def is_staticmethod(function: cst.FunctionDef) -> bool:
     return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
                for d in function.decorators)

@@ -3,8 +3,10 @@
 A site is the checkpointing expression: a call (through aliases, `functools.partial`, instance
 attributes bound in `__init__`), a `checkpoint_wrapper`/`apply_activation_checkpointing`
 application, transformers' `_gradient_checkpointing_func` call, or the `class` statement of a
-`GradientCheckpointingLayer` subclass. Names are resolved through imports, never by spelling;
-resolving the API stays inside the file (no other file is parsed to find a site).
+`GradientCheckpointingLayer` subclass or of a hand-written checkpoint (an `autograd.Function`
+that reruns a function in backward, `analysis/hand_rolled.py`). Names are resolved through
+imports, never by spelling; resolving the API stays inside the file (no other file is parsed
+to find a site).
 """
 
 from __future__ import annotations
@@ -15,8 +17,16 @@ import libcst as cst
 
 from ckptlint.analysis import apis
 from ckptlint.analysis.apis import CheckpointApi, Mode, SiteKind
+from ckptlint.analysis.hand_rolled import HAND_ROLLED_API, HandRolled, hand_rolled_checkpoint
 from ckptlint.analysis.resolve import ClassInfo, ClassValue, FunctionValue, InstanceValue, Resolver
-from ckptlint.analysis.scopes import ASSIGNED, BindingKind, Scope, ScopeKind, dotted_name
+from ckptlint.analysis.scopes import (
+    ASSIGNED,
+    BindingKind,
+    Scope,
+    ScopeKind,
+    bool_value,
+    dotted_name,
+)
 from ckptlint.enums import TextEnum
 from ckptlint.findings import SiteRef, TargetRef
 from ckptlint.syntax.source import SourceModule
@@ -75,6 +85,8 @@ class Site:
     # The transformers name a site without a table API stands for (its layer base class,
     # `gradient_checkpointing_enable`, the training arguments class).
     library_api: str = ""
+    # A hand-written checkpoint class (SiteKind.HAND_ROLLED): what it restores itself.
+    hand_rolled: HandRolled | None = None
     # Filled by `resolve_targets`.
     targets: list[FunctionValue] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
@@ -103,7 +115,7 @@ class Site:
 
     @property
     def is_segment(self) -> bool:
-        return self.kind not in (SiteKind.HF_ENABLE, SiteKind.HF_ARGS)
+        return self.kind not in (SiteKind.HF_ENABLE, SiteKind.HF_ARGS, SiteKind.HAND_ROLLED)
 
     @property
     def call(self) -> cst.Call | None:
@@ -156,10 +168,18 @@ class SiteFinder(Visitor):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         outer = self.stack[-2] if len(self.stack) > 1 else self.stack[-1]
         base = self.layer_base(node, outer, 0)
+        class_scope = self.scopes.scope_of[id(node)]
         if base is not None:
-            class_scope = self.scopes.scope_of[id(node)]
             self.sites.append(Site(self.module, node, SiteKind.HF_LAYER, class_scope,
                                    library_api=base))
+            return
+        hand_rolled = hand_rolled_checkpoint(
+            self.module, node, outer, lambda expr, scope: self.local_qualnames(expr, scope, 0))
+        if hand_rolled is not None:
+            self.sites.append(Site(self.module, node, SiteKind.HAND_ROLLED, class_scope,
+                                   mode=Mode.REENTRANT, mode_source=ModeSource.API,
+                                   preserve_rng_state=hand_rolled.restores_rng,
+                                   library_api=HAND_ROLLED_API, hand_rolled=hand_rolled))
 
     def layer_base(self, node: cst.ClassDef, scope: Scope, depth: int) -> str | None:
         """The layer base class (qualified name) `node` derives from, if any."""
@@ -406,12 +426,6 @@ def string_value(expr: cst.BaseExpression | None) -> str | None:
     if isinstance(expr, cst.SimpleString):
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
-    return None
-
-
-def bool_value(expr: cst.BaseExpression) -> bool | None:
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
-        return expr.value == "True"
     return None
 
 

@@ -13,6 +13,9 @@ How `sites.py` finds a site, and what that requires of the file:
 - A call of `<expr>._gradient_checkpointing_func(...)`: that attribute name appears.
 - `<expr>.gradient_checkpointing_enable(...)` in a file importing transformers, peft or trl:
   that attribute name appears and such an import exists.
+- A hand-written checkpoint (`analysis/hand_rolled.py`): the word `Function` (its base, or
+  the import binding an alias of it), and a `class` with bases, a `forward` and a `backward`
+  holding `with <...>.enable_grad()` or `with <...>.set_grad_enabled(...)`.
 - A call (or class base) whose local qualified name is a checkpoint API, a segment base class
   or a training-arguments class. Local qualified names start at an import binding and extend
   through aliases (`a = b`, walrus, `partial(...)`, `self.x = ...` in the class) and attribute
@@ -62,7 +65,7 @@ class SiteConfirmer:
         a dot (module path, attribute access) or as a name an import binds (after `import`, a
         comma or a parenthesis).
         """
-        if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
+        if has_attribute(text, apis.HF_CHECKPOINT_METHOD) or may_hand_roll(text):
             return True
         if module_name and any(target.startswith(f"{module_name}.") for target in self.complete):
             return True  # the API's own module (linting torch itself): its defs are APIs
@@ -100,6 +103,10 @@ class SiteConfirmer:
     def may_hold_site(self, tree: ast.Module, text: str, module_name: str,
                       is_package: bool) -> bool:
         if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
+            return True
+        if may_hand_roll(text) and any(type(node) is ast.ClassDef
+                                       and reruns_in_backward(cast(ast.ClassDef, node))
+                                       for node in iter_statements(tree)):
             return True
         bindings: list[tuple[str, str]] = []
         # `type(node) is` rather than isinstance, for speed; `cast` says what it proved.
@@ -238,6 +245,38 @@ def iter_statements(tree: ast.AST) -> Iterator[ast.AST]:
             value = getattr(node, name, None)
             if value and isinstance(value, list):
                 stack.extend(value)
+
+
+_DEF_BACKWARD = re.compile(r"(?<!\w)def\s+backward\s*\(")
+
+
+def may_hand_roll(text: str) -> bool:
+    """The words a hand-written checkpoint class cannot do without."""
+    return (has_word(text, apis.AUTOGRAD_FUNCTION_WORD)
+            and any(has_word(text, word) for word in apis.GRAD_ON_WORDS)
+            and _DEF_BACKWARD.search(text) is not None)
+
+
+def reruns_in_backward(node: ast.ClassDef) -> bool:
+    """A class with bases, a `forward` and a `backward` that enters `enable_grad()` or
+    `set_grad_enabled(...)` in a `with` (any spelling: the analysis checks the names)."""
+    methods = {statement.name: statement for statement in node.body
+               if isinstance(statement, ast.FunctionDef)}
+    backward = methods.get("backward")
+    if not node.bases or "forward" not in methods or backward is None:
+        return False
+    return any(isinstance(inner, ast.With) and any(
+        isinstance(item.context_expr, ast.Call)
+        and called_name(item.context_expr.func) in apis.GRAD_ON_WORDS
+        for item in inner.items) for inner in ast.walk(backward))
+
+
+def called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
 
 
 def import_bindings(node: ast.Import | ast.ImportFrom, module_name: str,
