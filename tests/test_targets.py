@@ -395,3 +395,38 @@ def test_class_imported_from_another_file(tmp_path: Path) -> None:
     [target] = site.targets
     assert target.qualname == "Block.forward"
     assert target.filename.endswith("blocks.py") and target.row == 4
+
+
+def test_lambda_in_a_loop_sees_that_loop_variable(tmp_path: Path) -> None:
+    assert chains(tmp_path, """
+        class A(nn.Module):
+            def forward(self, x):
+                print("a")
+                return x
+        class B(nn.Module):
+            def forward(self, x):
+                return x
+        def run(a: A, b: B, x):
+            for layer in [a]:
+                x = checkpoint(lambda *inputs: layer(*inputs), x, use_reentrant=False)
+            for layer in [b]:
+                x = layer(x)
+            return x
+        """) == {("mod.run.<lambda>", "A.forward")}
+
+
+def test_function_reading_a_global_sees_its_last_binding(tmp_path: Path) -> None:
+    """A function runs after the module's top level: a later rebinding is what it sees."""
+    assert chains(tmp_path, """
+        class A(nn.Module):
+            def forward(self, x):
+                return x
+        class B(nn.Module):
+            def forward(self, x):
+                print("b")
+                return x
+        BLOCK = A()
+        def run(x):
+            return checkpoint(BLOCK, x, use_reentrant=False)
+        BLOCK = B()
+        """) == {("B.forward",)}

@@ -251,7 +251,7 @@ class Resolver:
     def name_values(self, name: str, module: SourceModule, scope: Scope, depth: int,
                     use: cst.Name | None = None) -> list[Value]:
         """What `name` may hold; with its `use` in `module`, only the bindings that reach it."""
-        bindings = reaching(scope.every_binding(name), use, module) if use is not None \
+        bindings = reaching(scope.every_binding(name), use, module, scope) if use is not None \
             else scope.lookup(name)
         if not bindings:
             if name in BUILTIN_NAMES:
@@ -868,13 +868,21 @@ class ReturnCollector(Visitor):
             self.yields.append(node.value)
 
 
-def reaching(bindings: list[Binding], use: cst.Name, module: SourceModule) -> list[Binding]:
-    """The bindings a use sees: of those before it in the file, from the last one that
-    surely ran (`for name, layer in a: ...` then `for name, layer in b: ...`: each loop's
-    body sees its own `layer`). When none is before it (a loop's back edge, a closure
-    called later), every live one, as without positions."""
+def reaching(bindings: list[Binding], use: cst.Name, module: SourceModule,
+             scope: Scope) -> list[Binding]:
+    """The bindings a use sees: where the use runs in the scope that binds the name, or in
+    a comprehension or lambda written there (`checkpoint(lambda *a: layer(*a), x)`), those
+    before it in the file, from the last one that surely ran (`for name, layer in a: ...`
+    then `for name, layer in b: ...`: each loop's body sees its own `layer`). Otherwise (a
+    function reading a global or a `def` closure: they run later), or when none is before
+    it (a loop's back edge), every live one, as without positions."""
     if len(bindings) < 2:
         return bindings
+    while scope.kind in (ScopeKind.LAMBDA, ScopeKind.COMPREHENSION) and scope.parent is not None \
+            and scope is not bindings[0].scope:
+        scope = scope.parent
+    if bindings[0].scope is not scope:
+        return live_bindings(bindings)
     at = module.start(use)
     before = [binding for binding in bindings if binds_before(binding, at, module)]
     return live_bindings(before or bindings)
