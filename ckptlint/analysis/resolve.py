@@ -799,6 +799,36 @@ class Resolver:
             unique.setdefault(function.key, function)
         return list(unique.values()), reasons
 
+    def segment_functions(self, values: list[Value]) -> tuple[list[FunctionValue], list[str]]:
+        """What a checkpoint call runs (`functions`), less the forwarders whose callee is
+        unknown: for those, the reason."""
+        found, reasons = self.functions(values)
+        targets: list[FunctionValue] = []
+        for function in found:
+            unknown = self.unknown_forwarding(function)
+            if unknown is None:
+                targets.append(function)
+            else:
+                reasons.append(unknown)
+        return targets, reasons
+
+    def unknown_forwarding(self, function: FunctionValue) -> str | None:
+        """Why what `function` forwards to is unknown, when it only forwards to one call of a
+        value from outside it (`lambda *a: fn(*a)`, a factory's `custom_forward` calling
+        `module`) whose callee cannot be resolved: the segment is that callee, and analysing
+        the forwarder alone would read as a clean segment."""
+        call = forwarded_call(function.node)
+        root = call.func if call is not None else None
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name) or root.value in function.scope.bindings:
+            return None  # `x.cuda()` on its own parameter: the body itself is the work
+        assert call is not None
+        with self.within(function.context):
+            callees, reasons = self.functions(self.values(call.func, function.module,
+                                                          function.scope))
+        return reasons[0] if reasons and not callees else None
+
 
 class SelfAssignmentCollector(Visitor):
     """Collects `self.X = value` in one method (nested functions and classes excluded)."""
@@ -886,6 +916,20 @@ def reaching(bindings: list[Binding], use: cst.Name, module: SourceModule,
     at = module.start(use)
     before = [binding for binding in bindings if binds_before(binding, at, module)]
     return live_bindings(before or bindings)
+
+
+def forwarded_call(node: cst.FunctionDef | cst.Lambda) -> cst.Call | None:
+    """The call a function's whole body returns (`lambda *a: f(*a)`, `def g(*a): return
+    f(*a)`), if that is all it does."""
+    if isinstance(node, cst.Lambda):
+        body: cst.BaseExpression | None = node.body
+    else:
+        statements = node.body.body
+        if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+            return None
+        [statement] = statements[0].body if len(statements[0].body) == 1 else [None]
+        body = statement.value if isinstance(statement, cst.Return) else None
+    return body if isinstance(body, cst.Call) else None
 
 
 def binds_before(binding: Binding, at: Position, module: SourceModule) -> bool:

@@ -453,45 +453,7 @@ def resolve_targets(site: Site, resolver: Resolver) -> None:
         site.unresolved.append("the checkpointed function is not passed by position")
         return
     values = resolver.values(argument.value, module, argument.scope)
-    targets, site.unresolved = resolver.functions(values)
-    for target in targets:
-        unknown = unknown_forwarding(target, resolver)
-        if unknown is None:
-            site.targets.append(target)
-        else:
-            site.unresolved.append(unknown)
-
-
-def unknown_forwarding(function: FunctionValue, resolver: Resolver) -> str | None:
-    """Why what `function` forwards to is unknown, when it only forwards to one call of a
-    value from outside it (`lambda *a: fn(*a)`, a factory's `custom_forward` calling
-    `module`) whose callee cannot be resolved: the segment is that callee, and analysing the
-    forwarder alone would read as a clean segment."""
-    call = forwarded_call(function.node)
-    root = call.func if call is not None else None
-    while isinstance(root, cst.Attribute):
-        root = root.value
-    if not isinstance(root, cst.Name) or root.value in function.scope.bindings:
-        return None  # `x.cuda()` on its own parameter: the body itself is the work
-    assert call is not None
-    with resolver.within(function.context):
-        callees, reasons = resolver.functions(resolver.values(call.func, function.module,
-                                                              function.scope))
-    return reasons[0] if reasons and not callees else None
-
-
-def forwarded_call(node: cst.FunctionDef | cst.Lambda) -> cst.Call | None:
-    """The call a function's whole body returns (`lambda *a: f(*a)`, `def g(*a): return
-    f(*a)`), if that is all it does."""
-    if isinstance(node, cst.Lambda):
-        body: cst.BaseExpression | None = node.body
-    else:
-        statements = node.body.body
-        if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
-            return None
-        [statement] = statements[0].body if len(statements[0].body) == 1 else [None]
-        body = statement.value if isinstance(statement, cst.Return) else None
-    return body if isinstance(body, cst.Call) else None
+    site.targets, site.unresolved = resolver.segment_functions(values)
 
 
 def resolve_apply_targets(site: Site, resolver: Resolver) -> None:
