@@ -120,3 +120,39 @@ def test_namespace_packages_keep_the_first_root(tmp_path: Path) -> None:
     project = Linter(Config(root=tmp_path)).project
     project.add_root_for(module)
     assert project.module_name(module) == ("ns.inner.mod", False)
+
+
+def test_override_search_parses_only_files_that_define_the_method(tmp_path: Path) -> None:
+    """`checkpoint(self._forward)` in a mixin: of the files deriving from it, only those
+    with `def _forward` are parsed (one that merely calls it, or mentions it, is not)."""
+    write_project(tmp_path, {
+        "base.py": textwrap.dedent("""\
+            from torch import nn
+            from torch.utils.checkpoint import checkpoint
+
+
+            class Mixin(nn.Module):
+                def forward(self, x):
+                    return checkpoint(self._forward, x, use_reentrant=False)
+            """),
+        "defines.py": textwrap.dedent("""\
+            from base import Mixin
+
+
+            class Defines(Mixin):
+                def _forward(self, x):
+                    return x
+            """),
+        "mentions.py": textwrap.dedent("""\
+            from base import Mixin
+
+
+            class Mentions(Mixin):
+                def run(self, x):  # calls _forward, defines no _forward
+                    return self._forward(x)
+            """),
+    })
+    linter = Linter(Config(root=tmp_path))
+    result = linter.lint_file(tmp_path / "base.py", "base.py")
+    assert target_names(result) == ["defines.py:Defines._forward"]
+    assert "mentions.py" not in parsed_paths(linter)

@@ -16,6 +16,7 @@ Beyond names, attributes and imports it follows:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -565,7 +566,8 @@ class Resolver:
     def find_overrides(self, cls: ClassInfo, attr: str, assigned_too: bool,
                        depth: int) -> list[Value]:
         found: list[Value] = []
-        for path in self.index.subclass_files(cls.node.name.value, attr):
+        for path in self.index.subclass_files(cls.node.name.value,
+                                              definition_pattern(attr, assigned_too)):
             module = self.project.module_at(path)
             if module is None:
                 continue
@@ -930,6 +932,14 @@ def forwarded_call(node: cst.FunctionDef | cst.Lambda) -> cst.Call | None:
         [statement] = statements[0].body if len(statements[0].body) == 1 else [None]
         body = statement.value if isinstance(statement, cst.Return) else None
     return body if isinstance(body, cst.Call) else None
+
+
+def definition_pattern(attr: str, assigned_too: bool) -> re.Pattern[str]:
+    """Text a file must hold to define method `attr` (or, `assigned_too`, to assign
+    `self.attr`): only such files are parsed to look for overrides."""
+    name = re.escape(attr)
+    assigned = rf"|\bself\s*\.\s*{name}\s*(?::|=(?!=))" if assigned_too else ""
+    return re.compile(rf"\bdef\s+{name}\b{assigned}")
 
 
 def binds_before(binding: Binding, at: Position, module: SourceModule) -> bool:

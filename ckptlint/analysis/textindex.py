@@ -47,10 +47,10 @@ class TextIndex:
                 for name in DECORATOR_LINE.findall(text):
                     self._decorated.setdefault(name, set()).add(path)
 
-    def subclass_files(self, name: str, defining: str) -> list[Path]:
+    def subclass_files(self, name: str, defining: re.Pattern[str]) -> list[Path]:
         """Files that may define a class deriving (directly or through other project
-        classes) from a class called `name`, and whose text mentions `defining` (the
-        attribute asked about)."""
+        classes) from a class called `name`, and whose text matches `defining` (how the
+        attribute asked about would be defined there)."""
         self.build()
         seen = {name}
         pending = [name]
@@ -61,9 +61,8 @@ class TextIndex:
                 if subclass not in seen:
                     seen.add(subclass)
                     pending.append(subclass)
-        pattern = re.compile(rf"\b{re.escape(defining)}\b")
         return sorted(path for path in files
-                      if pattern.search(self.project.source_text(path) or ""))
+                      if defining.search(self.project.source_text(path) or ""))
 
     def decorated_files(self, name: str) -> list[Path]:
         """Files with a line `@name` (or `@something.name`)."""
