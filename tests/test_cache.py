@@ -156,11 +156,21 @@ def test_any_project_change_invalidates_files_with_sites_only(project: Path) -> 
     assert result.stats["cached"] == 1  # clean.py; a.py holds a site: analysed again
 
 
-def test_the_project_scan_matches_the_binding_model() -> None:
-    from ckptlint.analysis import bindings
+def test_the_project_signature_covers_the_project_scan(project: Path) -> None:
+    """Every file the whole-project questions read (`Project.source_files`) is part of the
+    signature that invalidates analysed files: changing any of them changes it."""
+    from ckptlint.analysis.project import Project
 
-    assert cache_module.PROJECT_SKIPPED_DIRS == bindings.SKIPPED_DIRS
-    assert cache_module.MAX_PROJECT_FILES == bindings.MAX_PROJECT_FILES
+    for name in ("top.py", "pkg/__init__.py", "pkg/inner/deep.py", "pkg/build/skipped.py"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("x = 1\n")
+    scanned = Project([project]).source_files()
+    assert {path.relative_to(project).as_posix() for path in scanned} == {
+        "top.py", "pkg/__init__.py", "pkg/inner/deep.py"}
+    for path in scanned:
+        before = cache_module.project_signature([project])
+        path.write_text("x = 22\n")
+        assert cache_module.project_signature([project]) != before, path
 
 
 def test_configuration_and_version_are_part_of_the_key(project: Path, monkeypatch) -> None:

@@ -1,11 +1,13 @@
 """Module lookup without parsing: packages' `__init__` files are parsed only when needed."""
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
 from ckptlint.config import Config
 from ckptlint.engine.linter import Linter
+from tests.cli_helpers import run_cli, write_project
 
 FIXTURE = Path(__file__).parent / "fixtures" / "projects" / "package_attributes"
 
@@ -64,3 +66,93 @@ def test_package_init_that_binds_the_name_is_parsed(tmp_path: Path) -> None:
     result = linter.lint_file(model, str(model))
     assert target_names(result) == ["__init__.py:blocks"]
     assert "pkg/__init__.py" in parsed_paths(linter)
+
+
+UNPACKED_WHEEL = {
+    # The top folder of an unpacked wheel has no `__init__.py`; the package inside does.
+    "transformers/transformers/__init__.py": "",
+    "transformers/transformers/modeling_layers.py": textwrap.dedent("""\
+        from torch import nn
+
+
+        class GradientCheckpointingLayer(nn.Module):
+            pass
+        """),
+    "transformers/transformers/models/__init__.py": "",
+    "transformers/transformers/models/llama/__init__.py": "",
+    "transformers/transformers/models/llama/modeling_llama.py": textwrap.dedent("""\
+        from ...modeling_layers import GradientCheckpointingLayer
+
+        CALLS = []
+
+
+        class LlamaDecoderLayer(GradientCheckpointingLayer):
+            def forward(self, x):
+                CALLS.append(x)
+                return x
+        """),
+}
+
+
+def test_package_root_wins_over_a_folder_above_it(tmp_path: Path) -> None:
+    """Linted from the folder above an unpacked wheel, the modules are named from the
+    package root (`transformers.models.llama...`), so relative imports reach them."""
+    corpus = write_project(tmp_path / "corpus", UNPACKED_WHEEL)
+    linted = corpus / "transformers/transformers/models/llama"
+    result = run_cli("--format", "json", "--no-cache", "transformers/transformers/models/llama",
+                     cwd=corpus, env={"CKPTLINT_STATS": "1"})
+    stats = json.loads(result.stderr.strip().splitlines()[-1])
+    findings = json.loads(result.stdout)
+    assert stats["confirmed"] == 1 and stats["sites_analysed"] == 1, result.stderr
+    assert [(f["code"], f["location"]["row"]) for f in findings] == [("CKP401", 8)]
+    project = Linter(Config(root=corpus)).project
+    project.add_root_for(linted / "modeling_llama.py")
+    assert project.module_name(linted / "modeling_llama.py") == (
+        "transformers.models.llama.modeling_llama", False)
+
+
+def test_namespace_packages_keep_the_first_root(tmp_path: Path) -> None:
+    """Without `__init__.py` files anywhere (namespace packages), the configuration root
+    names the module, as before."""
+    (tmp_path / "ns" / "inner").mkdir(parents=True)
+    module = tmp_path / "ns" / "inner" / "mod.py"
+    module.write_text("")
+    project = Linter(Config(root=tmp_path)).project
+    project.add_root_for(module)
+    assert project.module_name(module) == ("ns.inner.mod", False)
+
+
+def test_override_search_parses_only_files_that_define_the_method(tmp_path: Path) -> None:
+    """`checkpoint(self._forward)` in a mixin: of the files deriving from it, only those
+    with `def _forward` are parsed (one that merely calls it, or mentions it, is not)."""
+    write_project(tmp_path, {
+        "base.py": textwrap.dedent("""\
+            from torch import nn
+            from torch.utils.checkpoint import checkpoint
+
+
+            class Mixin(nn.Module):
+                def forward(self, x):
+                    return checkpoint(self._forward, x, use_reentrant=False)
+            """),
+        "defines.py": textwrap.dedent("""\
+            from base import Mixin
+
+
+            class Defines(Mixin):
+                def _forward(self, x):
+                    return x
+            """),
+        "mentions.py": textwrap.dedent("""\
+            from base import Mixin
+
+
+            class Mentions(Mixin):
+                def run(self, x):  # calls _forward, defines no _forward
+                    return self._forward(x)
+            """),
+    })
+    linter = Linter(Config(root=tmp_path))
+    result = linter.lint_file(tmp_path / "base.py", "base.py")
+    assert target_names(result) == ["defines.py:Defines._forward"]
+    assert "mentions.py" not in parsed_paths(linter)

@@ -22,7 +22,6 @@ dependency recorder (`ckptlint.analysis.dependencies`), also when it is reused.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,15 +36,12 @@ from ckptlint.enums import TextEnum
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
 
-SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
-                          "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 SETUP_METHODS = frozenset({
     "__init__", "__new__", "__post_init__", "__setstate__", "__init_subclass__",
     "reset_parameters", "_reset_parameters", "_init_weights", "init_weights", "_initialize",
     "__set_name__", "_load_from_state_dict", "load_state_dict", "post_init", "_post_init",
     "tie_weights", "_tie_or_clone_weights",
 })
-MAX_PROJECT_FILES = 10000
 
 
 class ChangeHow(TextEnum):
@@ -346,8 +342,6 @@ class BindingModel:
         self.dependencies = project.dependencies
         self._modules: dict[int, ModuleWriteCollector] = {}
         self._classes: dict[int, tuple[dict[str, list[Change]], tuple[Path, ...]]] = {}
-        self._files: list[Path] | None = None
-        self._texts: dict[Path, str | None] = {}
         # Kept answers (`DependencyRecorder.cached`): (answer, files it rests on).
         self._external: dict[tuple[str, str], tuple[list[Change], tuple[Path, ...]]] = {}
         self._setup: dict[int, set[str]] = {}
@@ -402,8 +396,8 @@ class BindingModel:
         direct = f"{short}.{name}"
         direct_write = re.compile(re.escape(direct) + r"\b" + change)
         changes: list[Change] = []
-        for path in self.project_files():
-            text = self.text(path)
+        for path in self.project.source_files():
+            text = self.project.source_text(path)
             if not text or name not in text or short not in text:
                 continue
             candidate = ((direct in text and direct_write.search(text) is not None)
@@ -423,50 +417,6 @@ class BindingModel:
                                      or module.name.endswith(f".{qualname}")):
                     changes.extend(found)
         return changes
-
-    def project_files(self) -> list[Path]:
-        """Files that may write a project module's globals: the `.py` files directly in each
-        import root, and everything inside the packages found there (a root such as the
-        current folder is not searched through folders that are not packages)."""
-        if self._files is None:
-            files: list[Path] = []
-            for root in self.project.roots:
-                try:
-                    entries = sorted(os.scandir(root), key=lambda e: e.name)
-                except OSError:
-                    continue
-                for entry in entries:
-                    if len(files) > MAX_PROJECT_FILES:
-                        break
-                    if entry.name.endswith(".py") and entry.is_file():
-                        files.append(Path(entry.path))
-                    elif (entry.is_dir() and entry.name not in SKIPPED_DIRS
-                          and not entry.name.startswith(".")
-                          and os.path.isfile(os.path.join(entry.path, "__init__.py"))):
-                        files.extend(self.walk_package(Path(entry.path)))
-            self._files = list(dict.fromkeys(p.resolve() for p in files))[:MAX_PROJECT_FILES]
-        return self._files
-
-    @staticmethod
-    def walk_package(folder: Path) -> list[Path]:
-        found: list[Path] = []
-        for current, dirs, names in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
-            found.extend(Path(current) / n for n in sorted(names) if n.endswith(".py"))
-            if len(found) > MAX_PROJECT_FILES:
-                break
-        return found
-
-    def text(self, path: Path) -> str | None:
-        if path not in self._texts:
-            try:
-                if path.stat().st_size > 5 * 1024 * 1024:
-                    self._texts[path] = None
-                else:
-                    self._texts[path] = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                self._texts[path] = None
-        return self._texts[path]
 
     # -- classes -----------------------------------------------------------------------
     def attribute_changes(self, cls: ClassInfo, attr: str) -> list[Change]:

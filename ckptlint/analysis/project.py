@@ -13,6 +13,13 @@ from ckptlint.syntax.reading import Limits, SourceError
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
     from ckptlint.syntax.source import SourceModule
 
+# The project scan (`Project.source_files`): folders it skips, its cap. The result cache
+# walks the same files to notice any change in the project (a test keeps them in step).
+SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
+                          "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+MAX_PROJECT_FILES = 10000
+MAX_SCANNED_TEXT = 5 * 1024 * 1024  # larger files are not searched
+
 
 def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
     """The folder above the outermost package (folders with `__init__.py`) holding `path`.
@@ -46,6 +53,8 @@ class Project:
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._package_roots: dict[Path, Path] = {}
         self._resolved_folders: dict[Path, Path] = {}
+        self._files: list[Path] | None = None
+        self._texts: dict[Path, str | None] = {}
         # Every path looked at to resolve names, found or not, is recorded here (the engine
         # keeps a recording per linted file: the cache's dependencies).
         self.dependencies = DependencyRecorder()
@@ -70,12 +79,27 @@ class Project:
         return known
 
     def module_name(self, path: Path) -> tuple[str, bool]:
+        """The file's dotted module name, and whether it is a package's `__init__.py`.
+
+        For a file inside a package, the root from which every folder down to the file is a
+        package (has an `__init__.py`) wins, the outermost such root first: linting an
+        unpacked wheel from the folder above it (`corpus/transformers/transformers/...`
+        with the current folder `corpus/`) names its modules `transformers.models...`, so
+        that their relative imports reach the package's own modules. Otherwise (no such
+        root, or namespace packages) the first root that holds the file names it.
+        """
         path = path.resolve()
         is_package = path.name == "__init__.py"
-        return next(self._dotted_names(path, is_package), path.stem), is_package
+        top = package_root(path, self._package_roots)
+        names = list(self._dotted_names(path, is_package))
+        in_packages = [(root, name) for root, name in names
+                       if top != path.parent and (root == top or top in root.parents)]
+        if in_packages:
+            return min(in_packages, key=lambda pair: len(pair[0].parts))[1], is_package
+        return (names[0][1] if names else path.stem), is_package
 
-    def _dotted_names(self, path: Path, is_package: bool) -> Iterator[str]:
-        """The file's dotted module name under each root that holds it."""
+    def _dotted_names(self, path: Path, is_package: bool) -> Iterator[tuple[Path, str]]:
+        """The file's dotted module name under each root that holds it, with the root."""
         for root in self.roots:
             try:
                 relative = path.relative_to(root)
@@ -85,7 +109,7 @@ class Project:
             if is_package:
                 parts = parts[:-1]
             if parts and all(part.isidentifier() for part in parts):
-                yield ".".join(parts)
+                yield root, ".".join(parts)
 
     def display_name(self, path: Path) -> str:
         if self.display_base is not None:
@@ -97,6 +121,44 @@ class Project:
 
     def register(self, module: SourceModule) -> None:
         self._by_path[module.path] = module
+
+    def source_files(self) -> list[Path]:
+        """Every project file a whole-project question looks at (who writes a global, who
+        derives from a class, who applies a decorator): the `.py` files directly in each
+        import root, and everything inside the packages found there (a root such as the
+        current folder is not searched through folders that are not packages). Listed once
+        per run."""
+        if self._files is None:
+            files: list[Path] = []
+            for root in self.roots:
+                try:
+                    entries = sorted(os.scandir(root), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for entry in entries:
+                    if len(files) > MAX_PROJECT_FILES:
+                        break
+                    if entry.name.endswith(".py") and entry.is_file():
+                        files.append(Path(entry.path))
+                    elif (entry.is_dir() and entry.name not in SKIPPED_DIRS
+                          and not entry.name.startswith(".")
+                          and os.path.isfile(os.path.join(entry.path, "__init__.py"))):
+                        files.extend(walk_package(Path(entry.path)))
+            self._files = list(dict.fromkeys(p.resolve() for p in files))[:MAX_PROJECT_FILES]
+        return self._files
+
+    def source_text(self, path: Path) -> str | None:
+        """A project file's text for a text search (None when unreadable or too large),
+        read once per run."""
+        if path not in self._texts:
+            try:
+                if path.stat().st_size > MAX_SCANNED_TEXT:
+                    self._texts[path] = None
+                else:
+                    self._texts[path] = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self._texts[path] = None
+        return self._texts[path]
 
     def module_at(self, path: Path) -> SourceModule | None:
         """The parsed module at `path` (None when it cannot be read or parsed)."""
@@ -147,11 +209,22 @@ class Project:
             return name in module.scopes.module_scope.bindings
         if path not in self._module_names:
             dotted, is_package = self.module_name(path)
-            own = set(self._dotted_names(path, is_package)) if is_package else set()
+            own = ({name for _, name in self._dotted_names(path, is_package)} if is_package
+                   else set())
             self._module_names[path] = module_level_names(path, dotted, is_package, own,
                                                           self.limits)
         names = self._module_names[path]
         return names is None or name in names
+
+
+def walk_package(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for current, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        found.extend(Path(current) / n for n in sorted(names) if n.endswith(".py"))
+        if len(found) > MAX_PROJECT_FILES:
+            break
+    return found
 
 
 def module_level_names(path: Path, module_name: str, is_package: bool,

@@ -2,19 +2,42 @@
 
 Used to resolve what a checkpoint call checkpoints and, later, what a segment calls. It never
 guesses: when a value cannot be known, the answer is `Unknown` with the reason.
+
+Beyond names, attributes and imports it follows:
+- factories: a call of a project function is what it returns; a closure it returns sees the
+  call's arguments in its free variables (`create_custom_forward(layer)` returns
+  `custom_forward`, whose `module(*inputs)` runs `layer`), kept as the closure's `context`;
+- lists and generators a helper builds (`out.append(("", m)); return out`, `yield name, m`),
+  taken apart again where a loop or an assignment unpacks them (`for name, layer in ...`);
+- `self.<name>` in a class whose project subclasses define `<name>` (mixins): those methods
+  too, since `self` may be any of them;
+- a decorator's first parameter (`def ckpt(fn)` applied as `@ckpt`): the decorated functions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import libcst as cst
 
 from ckptlint.analysis.project import Project
-from ckptlint.analysis.scopes import ASSIGNED, Binding, BindingKind, Scope, ScopeKind, dotted_name
+from ckptlint.analysis.scopes import (
+    ASSIGNED,
+    Binding,
+    BindingKind,
+    Scope,
+    ScopeKind,
+    dotted_name,
+    is_staticmethod,
+    live_bindings,
+)
+from ckptlint.analysis.textindex import TextIndex
+from ckptlint.findings import Position
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
 
@@ -40,15 +63,44 @@ class ClassInfo:
 
 
 @dataclass(frozen=True, eq=False)
+class PassedArgument:
+    """What a call passed for one parameter, resolved where the call was made."""
+
+    expr: cst.BaseExpression
+    module: SourceModule
+    scope: Scope
+    context: tuple[Bound, ...]  # the calls bound at that point
+
+
+@dataclass(frozen=True, eq=False)
+class Bound:
+    """One call of a project function: its arguments by parameter (`id` of the `Param`), for
+    the closures it returns (their free variables are those parameters)."""
+
+    call: cst.Call
+    function: Scope  # the called function's scope
+    arguments: dict[int, PassedArgument]
+
+
+@dataclass(frozen=True, eq=False)
 class FunctionValue:
     module: SourceModule
     node: cst.FunctionDef | cst.Lambda
     scope: Scope  # the function's own scope
     owner: ClassInfo | None = None  # set for methods reached through an instance or `self`
+    # For a closure a factory returned: the calls that bound its free variables, outermost
+    # first (`create_custom_forward(layer)`); empty for a plain function.
+    context: tuple[Bound, ...] = ()
 
     @property
     def qualname(self) -> str:
         return self.scope.qualname()
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        """The function together with what its free variables are bound to: one closure
+        returned by two calls is two functions to analyse."""
+        return (id(self.node), *(id(bound.call) for bound in self.context))
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +116,14 @@ class ClassValue:
 @dataclass(frozen=True, eq=False)
 class ContainerValue:
     elements: tuple = ()
+    # What each position holds, where a tuple or list is written out (`("", module)`) or is
+    # what `enumerate`/`zip` yield: unpacking (`for name, layer in ...`) takes it apart.
+    # None when positions are unknown (a list built by `append`).
+    items: tuple[tuple[Value, ...], ...] | None = None
+
+    @classmethod
+    def of_items(cls, items: tuple[tuple[Value, ...], ...]) -> ContainerValue:
+        return cls(tuple(value for item in items for value in item), items)
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,11 +154,14 @@ class ExternalValue:
 
 @dataclass(frozen=True, eq=False)
 class Unknown:
-    reason: str  # a clause that reads as a sentence: "`fn` is a parameter" (CKP901's `reason`)
+    # A sentence, without the final full stop, saying why (CKP901's `reason`): "`fn` is a
+    # parameter of `run`, so its value depends on each caller".
+    reason: str
 
 
 Value = (FunctionValue | InstanceValue | ClassValue | ContainerValue | ModuleValue
          | PartialValue | ExternalValue | Unknown)
+V = TypeVar("V", bound=Value)
 
 
 @dataclass
@@ -108,6 +171,19 @@ class Resolver:
         default_factory=dict)
     # While set (`confined_to`): imports of other modules are external, never parsed.
     _confinement: str | None = None
+    # The calls whose arguments parameters stand for (`within`): a factory's closure.
+    _context: tuple[Bound, ...] = ()
+    # Kept answers (`DependencyRecorder.cached`): subclass overrides, decorated functions.
+    _overrides: dict[tuple[int, str, bool], tuple[list[Value], tuple[Path, ...]]] = field(
+        default_factory=dict)
+    _decorated: dict[int, tuple[list[Value], tuple[Path, ...]]] = field(default_factory=dict)
+    _index: TextIndex | None = None
+
+    @property
+    def index(self) -> TextIndex:
+        if self._index is None:
+            self._index = TextIndex(self.project)
+        return self._index
 
     @contextmanager
     def confined_to(self, module: SourceModule) -> Iterator[None]:
@@ -119,16 +195,26 @@ class Resolver:
         finally:
             self._confinement = outer
 
+    @contextmanager
+    def within(self, context: tuple[Bound, ...]) -> Iterator[None]:
+        """Resolve with the parameters of these calls bound to their arguments (inside a
+        closure a factory returned: `FunctionValue.context`)."""
+        outer, self._context = self._context, context
+        try:
+            yield
+        finally:
+            self._context = outer
+
     # -- entry points ------------------------------------------------------------------
     def values(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
                depth: int = 0) -> list[Value]:
         """Everything `expr` may evaluate to (several for try/except imports and branches)."""
         if depth > MAX_DEPTH:
-            return [Unknown("it is reached through too many names to follow")]
+            return [Unknown("it is reached through too many names for the linter to follow")]
         if isinstance(expr, cst.Lambda):
             return [FunctionValue(module, expr, module.scopes.scope_of[id(expr)])]
         if isinstance(expr, cst.Name):
-            return self.name_values(expr.value, module, scope, depth)
+            return self.name_values(expr.value, module, scope, depth, use=expr)
         if isinstance(expr, cst.Attribute):
             return self.attribute_values(expr, module, scope, depth)
         if isinstance(expr, cst.Subscript):
@@ -137,13 +223,25 @@ class Resolver:
         if isinstance(expr, cst.Call):
             return self.call_values(expr, module, scope, depth)
         if isinstance(expr, (cst.List, cst.Tuple)):
-            return [ContainerValue(tuple(
-                value for element in expr.elements
-                for value in self.values(element.value, module, scope, depth + 1)))]
+            return [self.literal_values(expr, module, scope, depth)]
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             inner = module.scopes.scope_of.get(id(expr), scope)
             return [ContainerValue(tuple(self.values(expr.elt, module, inner, depth + 1)))]
-        return [Unknown(f"`{module.code(expr)}` is not a name the linter can follow")]
+        return [Unknown(f"`{compact_code(module, expr)}` is not a name the linter can follow")]
+
+    def literal_values(self, expr: cst.List | cst.Tuple, module: SourceModule, scope: Scope,
+                       depth: int) -> ContainerValue:
+        items: list[tuple[Value, ...]] = []
+        starred: list[Value] = []
+        for element in expr.elements:
+            found = self.values(element.value, module, scope, depth + 1)
+            if isinstance(element, cst.StarredElement):
+                starred.extend(self.element_values(found))
+            else:
+                items.append(tuple(found))
+        if starred:
+            return ContainerValue(tuple(value for item in items for value in item) + tuple(starred))
+        return ContainerValue.of_items(tuple(items))
 
     def qualnames(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope) -> set[str]:
         """Qualified names of external things `expr` refers to (`torch.utils.checkpoint...`)."""
@@ -151,8 +249,11 @@ class Resolver:
                 if isinstance(value, ExternalValue) and not value.instance}
 
     # -- names -------------------------------------------------------------------------
-    def name_values(self, name: str, module: SourceModule, scope: Scope, depth: int) -> list[Value]:
-        bindings = scope.lookup(name)
+    def name_values(self, name: str, module: SourceModule, scope: Scope, depth: int,
+                    use: cst.Name | None = None) -> list[Value]:
+        """What `name` may hold; with its `use` in `module`, only the bindings that reach it."""
+        bindings = reaching(scope.every_binding(name), use, module, scope) if use is not None \
+            else scope.lookup(name)
         if not bindings:
             if name in BUILTIN_NAMES:
                 return [ExternalValue(f"builtins.{name}")]
@@ -171,17 +272,82 @@ class Resolver:
         if kind == BindingKind.IMPORT:
             return self.import_values(binding.qualname or "", depth)
         if kind in (*ASSIGNED, BindingKind.WITH) and binding.value is not None:
-            return self.values(binding.value, module, binding.scope, depth + 1)
+            found = self.values(binding.value, module, binding.scope, depth + 1)
+            return self.with_additions(found, binding, module, depth)
         if kind == BindingKind.FOR and binding.value is not None:
-            return self.element_values(self.iterated_values(binding.value, module, binding.scope,
-                                                            depth + 1))
+            yielded = self.iteration_values(binding.value, module, binding.scope, depth + 1)
+            return self.unpacked_values(yielded, binding)
+        if binding.unpacked is not None:
+            found = self.values(binding.unpacked, module, binding.scope, depth + 1)
+            return self.unpacked_values(found, binding)
         if kind == BindingKind.PARAM:
             return self.parameter_values(binding, module, depth)
-        return [Unknown(f"`{binding.name}` is bound by {kind}")]
+        if kind == BindingKind.AUGASSIGN:
+            return self.augmented_values(binding, module, depth)
+        return [Unknown(f"`{binding.name}` is bound by {BOUND_BY.get(kind, kind.value)}")]
+
+    def with_additions(self, found: list[Value], binding: Binding, module: SourceModule,
+                       depth: int) -> list[Value]:
+        """A list the scope builds up (`out = []`, then `out.append(x)`, `out += xs`)."""
+        additions = binding.scope.list_additions.get(binding.name)
+        if not additions or not any(isinstance(value, ContainerValue) for value in found):
+            return found
+        added: list[Value] = []
+        for one_element, expr in additions:
+            values = self.values(expr, module, binding.scope, depth + 1)
+            added.extend(values if one_element else self.element_values(values))
+        return [ContainerValue(value.elements + tuple(added))
+                if isinstance(value, ContainerValue) else value for value in found]
+
+    def augmented_values(self, binding: Binding, module: SourceModule,
+                         depth: int) -> list[Value]:
+        """`out += xs`: what `out` held before (its additions include `xs`)."""
+        earlier: list[Binding] = []
+        for other in binding.scope.bindings.get(binding.name, []):
+            if other is binding:
+                break
+            if other.kind != BindingKind.AUGASSIGN:
+                earlier.append(other)
+        if not earlier:
+            return [Unknown(f"`{binding.name}` is changed by an augmented assignment "
+                            "whose starting value the linter cannot see")]
+        results: list[Value] = []
+        for other in live_bindings(earlier):
+            results.extend(self.binding_values(other, module, depth + 1))
+        return results
+
+    def unpacked_values(self, values: list[Value], binding: Binding) -> list[Value]:
+        """The part of `values` that an unpacking target gives `binding` (its position)."""
+        if binding.position is None:
+            return [Unknown(f"`{binding.name}` is unpacked next to a starred name, so which "
+                            "part of the value it gets is unknown")]
+        for index in binding.position:
+            parts: list[Value] = []
+            for value in values:
+                if isinstance(value, ContainerValue) and value.items is not None:
+                    if index < len(value.items):
+                        parts.extend(value.items[index])
+                    else:
+                        parts.append(Unknown(f"`{binding.name}` is unpacked from a value with "
+                                             "fewer parts than the target"))
+                elif isinstance(value, Unknown):
+                    parts.append(value)
+                else:
+                    parts.append(Unknown(f"`{binding.name}` is unpacked from a value whose "
+                                         "parts the linter cannot tell apart"))
+            values = parts
+        return values
 
     def parameter_values(self, binding: Binding, module: SourceModule, depth: int) -> list[Value]:
-        """An annotated parameter (`model: Model`) holds an instance of a project class."""
+        """What a parameter holds: the argument of the call a closure came from
+        (`Bound`), an annotated project class (`model: Model`), or, for a decorator's first
+        parameter, the functions it decorates."""
         param = binding.node
+        for bound in reversed(self._context):
+            passed = bound.arguments.get(id(param))
+            if passed is not None:
+                with self.within(passed.context):
+                    return self.values(passed.expr, passed.module, passed.scope, depth + 1)
         annotation = param.annotation if isinstance(param, cst.Param) else None
         if annotation is not None:
             classes = [value for value in self.values(annotation.annotation, module,
@@ -189,18 +355,31 @@ class Resolver:
                        if isinstance(value, ClassValue)]
             if classes:
                 return [InstanceValue(value.cls) for value in classes]
-        return [Unknown(f"`{binding.name}` is a parameter")]
+        decorated = self.decorated_functions(binding, module)
+        if decorated:
+            return decorated
+        return [Unknown(f"`{binding.name}` is a parameter of `{binding.scope.qualname()}`, so "
+                        "its value depends on each caller")]
 
-    def iterated_values(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
-                        depth: int) -> list[Value]:
-        # `for i, layer in enumerate(self.layers)`: the modules are those of `self.layers`.
-        if isinstance(expr, cst.Call) and expr.args:
+    def iteration_values(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
+                         depth: int) -> list[Value]:
+        """What each pass of `for ... in expr` gets: the elements, and for `enumerate`/`zip`
+        the tuples they make of them."""
+        if (isinstance(expr, cst.Call) and expr.args
+                and not any(arg.star or arg.keyword for arg in expr.args)):
             called = self.qualnames(expr.func, module, scope)
-            if called & {"builtins.enumerate", "builtins.reversed"}:
-                inner = self.values(expr.args[0].value, module, scope, depth)
-                if any(isinstance(value, ContainerValue) for value in inner):
-                    return inner
-        return self.values(expr, module, scope, depth)
+            if called & {"builtins.enumerate", "builtins.zip", *SAME_ELEMENTS}:
+                parts = tuple(tuple(self.element_values(self.values(arg.value, module, scope,
+                                                                    depth + 1)))
+                              for arg in expr.args)
+                if "builtins.zip" in called:
+                    return [ContainerValue.of_items(parts)]
+                if len(parts) == 1 and "builtins.enumerate" in called:
+                    counter = Unknown("it is the counter `enumerate` yields")
+                    return [ContainerValue.of_items(((counter,), parts[0]))]
+                if len(parts) == 1:
+                    return list(parts[0])
+        return self.element_values(self.values(expr, module, scope, depth))
 
     def import_values(self, qualname: str, depth: int) -> list[Value]:
         """A project module or a name inside one, else an external qualified name."""
@@ -240,13 +419,53 @@ class Resolver:
                 return [ModuleValue(submodule, dotted)]
         return [Unknown(f"`{attr}` is not defined in {self.project.display_name(value.path)}")]
 
+    def decorated_functions(self, binding: Binding, module: SourceModule) -> list[Value]:
+        """For the first parameter of a module-level function `f`: the functions in the
+        project decorated with `@f` (it receives each of them)."""
+        function = binding.scope.node
+        if not (isinstance(function, cst.FunctionDef) and binding.scope.parent is not None
+                and binding.scope.parent.kind == ScopeKind.MODULE):
+            return []
+        params = [*function.params.posonly_params, *function.params.params]
+        if not params or params[0] is not binding.node:
+            return []
+        decorator = FunctionValue(module, function, binding.scope)
+        return self.project.dependencies.cached(self._decorated, id(function),
+                                                lambda: self.find_decorated(decorator))
+
+    def find_decorated(self, decorator: FunctionValue) -> list[Value]:
+        assert isinstance(decorator.node, cst.FunctionDef)
+        name = decorator.node.name.value
+        found: list[Value] = []
+        for path in self.index.decorated_files(name):
+            module = self.project.module_at(path)
+            if module is None:
+                continue
+            for scope in list(module.scopes.scope_of.values()):
+                node = scope.node
+                if not isinstance(node, cst.FunctionDef) or scope.parent is None:
+                    continue
+                for position, applied in enumerate(node.decorators):
+                    written = dotted_name(applied.decorator)
+                    if written is None or written.rsplit(".", 1)[-1] != name or not any(
+                            isinstance(value, FunctionValue) and value.node is decorator.node
+                            for value in self.values(applied.decorator, module, scope.parent)):
+                        continue
+                    if position < len(node.decorators) - 1:
+                        found.append(Unknown(f"`@{written}` is applied to what the decorators "
+                                             "below it return, not to the function itself"))
+                    else:
+                        found.append(FunctionValue(module, node, scope,
+                                                   owner=enclosing_class(module, scope)))
+        return found
+
     # -- attributes --------------------------------------------------------------------
     def attribute_values(self, expr: cst.Attribute, module: SourceModule, scope: Scope,
                          depth: int) -> list[Value]:
         attr = expr.attr.value
         owner = self.self_class(expr.value, module, scope)
         if owner is not None:
-            return self.instance_attribute(owner, attr, depth)
+            return self.self_attribute(owner, attr, depth)
         results: list[Value] = []
         for value in self.values(expr.value, module, scope, depth + 1):
             results.extend(self.member_values(value, attr, depth))
@@ -300,6 +519,18 @@ class Resolver:
         return ClassInfo(module, class_scope.node, class_scope)
 
     def instance_attribute(self, cls: ClassInfo, attr: str, depth: int) -> list[Value]:
+        found = self.own_attribute(cls, attr, depth)
+        if found is not None:
+            return found
+        library = sorted(self.external_bases(cls))
+        if library:
+            return [Unknown(f"`{cls.qualname}.{attr}` comes from the library class "
+                            f"`{library[0]}`, whose code the linter does not follow")]
+        return [Unknown(f"`{attr}` is neither defined nor assigned in `{cls.qualname}`")]
+
+    def own_attribute(self, cls: ClassInfo, attr: str, depth: int) -> list[Value] | None:
+        """A method of `cls` (or its bases) or what `self.<attr>` is assigned in their
+        methods; None when neither exists."""
         method = self.find_method(cls, attr)
         if method is not None:
             return [method]
@@ -312,11 +543,58 @@ class Resolver:
                     cls = base
                     break
         if not assignments:
-            return [Unknown(f"`self.{attr}` is never assigned in {cls.qualname}")]
+            return None
         results: list[Value] = []
         for value, scope in assignments:
             results.extend(self.values(value, cls.module, scope, depth + 1))
         return results
+
+    def self_attribute(self, cls: ClassInfo, attr: str, depth: int) -> list[Value]:
+        """`self.<attr>` inside `cls`: `self` may be an instance of any project subclass, so
+        the methods they define under that name count too (a mixin calling
+        `self._forward`); where `cls` has nothing by that name, also what they assign."""
+        found = self.own_attribute(cls, attr, depth)
+        key = (id(cls.node), attr, found is None)
+        overrides = self.project.dependencies.cached(
+            self._overrides, key, lambda: self.find_overrides(cls, attr, found is None, depth),
+            while_computing=[])
+        if found is None and not overrides:
+            return [Unknown(f"`self.{attr}` is neither defined nor assigned in "
+                            f"`{cls.qualname}` or any project subclass")]
+        return [*(found or []), *overrides]
+
+    def find_overrides(self, cls: ClassInfo, attr: str, assigned_too: bool,
+                       depth: int) -> list[Value]:
+        found: list[Value] = []
+        for path in self.index.subclass_files(cls.node.name.value,
+                                              definition_pattern(attr, assigned_too)):
+            module = self.project.module_at(path)
+            if module is None:
+                continue
+            for scope in list(module.scopes.scope_of.values()):
+                if scope.kind != ScopeKind.CLASS or scope.node is cls.node:
+                    continue
+                assert isinstance(scope.node, cst.ClassDef)
+                sub = ClassInfo(module, scope.node, scope)
+                methods = [b.node for b in scope.bindings.get(attr, [])
+                           if isinstance(b.node, cst.FunctionDef)]
+                assigned = self.attribute_assignments(sub).get(attr) if assigned_too else None
+                if not (methods or assigned) or not self.derives_from(sub, cls):
+                    continue
+                if methods:
+                    method = methods[-1]
+                    found.append(FunctionValue(module, method, module.scopes.scope_of[id(method)],
+                                               owner=sub))
+                else:
+                    for value, value_scope in assigned or []:
+                        found.extend(self.values(value, module, value_scope, depth + 1))
+        return found
+
+    def derives_from(self, cls: ClassInfo, base: ClassInfo, depth: int = 0) -> bool:
+        if depth > MAX_DEPTH:
+            return False
+        return any(parent.node is base.node or self.derives_from(parent, base, depth + 1)
+                   for parent in self.base_classes(cls, depth))
 
     def attribute_assignments(
             self, cls: ClassInfo) -> dict[str, list[tuple[cst.BaseExpression, Scope]]]:
@@ -376,12 +654,13 @@ class Resolver:
                 results.append(InstanceValue(callee.cls))
             elif isinstance(callee, ExternalValue) and not callee.instance:
                 results.extend(self.external_call(callee.qualname, call, module, scope, depth))
-            elif isinstance(callee, FunctionValue) and isinstance(callee.node, cst.FunctionDef):
-                results.extend(self.returned_values(callee, depth))
+            elif isinstance(callee, FunctionValue):
+                results.extend(self.returned_values(callee, call, module, scope, depth))
             elif isinstance(callee, Unknown):
                 results.append(callee)
             else:
-                results.append(Unknown(f"it is the result of `{module.code(call.func)}(...)`"))
+                results.append(Unknown(f"it is the result of `{compact_code(module, call.func)}"
+                                       "(...)`, which the linter cannot follow"))
         return results
 
     def external_call(self, qualname: str, call: cst.Call, module: SourceModule, scope: Scope,
@@ -401,16 +680,70 @@ class Resolver:
             return [ContainerValue(tuple(elements))]
         return [ExternalValue(qualname, instance=True)]
 
-    def returned_values(self, function: FunctionValue, depth: int) -> list[Value]:
-        """What a project function returns, when it returns names of nested defs (factories)."""
+    def returned_values(self, function: FunctionValue, call: cst.Call, module: SourceModule,
+                        scope: Scope, depth: int) -> list[Value]:
+        """What calling a project function gives: what it returns (a generator: a container
+        of what it yields), with its parameters bound to the call's arguments, so that a
+        closure it returns sees them."""
+        node = function.node
+        bound = Bound(call, function.scope, self.passed_arguments(function, call, module, scope))
+        context = (*function.context, bound)
         collector = ReturnCollector()
-        collector.walk(function.node.body)
-        if not collector.returns:
-            return [Unknown(f"`{function.qualname}` returns nothing the linter can follow")]
+        if isinstance(node, cst.Lambda):
+            collector.returns.append(node.body)
+        else:
+            collector.walk(node.body)
         results: list[Value] = []
-        for returned in collector.returns:
-            results.extend(self.values(returned, function.module, function.scope, depth + 1))
-        return results
+        with self.within(context):
+            if collector.yields or collector.yields_from:
+                elements: list[Value] = []
+                for expr in collector.yields:
+                    elements.extend(self.values(expr, function.module, function.scope,
+                                                depth + 1))
+                for expr in collector.yields_from:
+                    elements.extend(self.element_values(self.values(
+                        expr, function.module, function.scope, depth + 1)))
+                results.append(ContainerValue(tuple(elements)))
+            for returned in [] if results else collector.returns:
+                results.extend(self.values(returned, function.module, function.scope,
+                                           depth + 1))
+        if not results:
+            return [Unknown(f"`{function.qualname}` returns no value the linter can follow")]
+        return [self.closed_over(value, context) for value in results]
+
+    def passed_arguments(self, function: FunctionValue, call: cst.Call, module: SourceModule,
+                         scope: Scope) -> dict[int, PassedArgument]:
+        """The call's arguments by the parameter (`id` of its `Param`) each one fills."""
+        params = function.node.params
+        positional = [*params.posonly_params, *params.params]
+        if is_method(function) and positional:
+            positional = positional[1:]  # `self`/`cls`, passed by the call through the object
+        by_name = {param.name.value: param for param in (*params.params, *params.kwonly_params)}
+        passed: dict[int, PassedArgument] = {}
+        index: int | None = 0
+        for arg in call.args:
+            param = None
+            if arg.star == "*":
+                index = None  # the positions after it are unknown
+            elif arg.keyword is not None:
+                param = by_name.get(arg.keyword.value)
+            elif not arg.star and index is not None:
+                param = positional[index] if index < len(positional) else None
+                index += 1
+            if param is not None:
+                passed[id(param)] = PassedArgument(arg.value, module, scope, self._context)
+        return passed
+
+    @staticmethod
+    def closed_over(value: V, context: tuple[Bound, ...]) -> V:
+        """A function defined inside the called function (a closure it returned), with the
+        call's arguments bound for its free variables."""
+        if not isinstance(value, FunctionValue) or value.context:
+            return value
+        scope: Scope | None = value.scope.parent
+        while scope is not None and scope is not context[-1].function:
+            scope = scope.parent
+        return replace(value, context=context) if scope is not None else value
 
     def element_values(self, values: list[Value], sliced: bool = False) -> list[Value]:
         results: list[Value] = []
@@ -423,8 +756,8 @@ class Resolver:
             elif isinstance(value, Unknown):
                 results.append(value)
             else:
-                results.append(Unknown("it is an element of something that is not a known "
-                                       "container"))
+                results.append(Unknown("it is an element of something that is not a "
+                                       "container the linter knows"))
         return results
 
     @staticmethod
@@ -450,7 +783,7 @@ class Resolver:
                 if method is not None:
                     found.append(method)
                 elif not self.external_bases(value.cls):
-                    reasons.append(f"`{value.cls.qualname}` has no forward")
+                    reasons.append(f"`{value.cls.qualname}` defines no `forward`")
             elif isinstance(value, ContainerValue):
                 inner, inner_reasons = self.functions(list(value.elements))
                 found.extend(inner)
@@ -463,10 +796,40 @@ class Resolver:
                 reasons.append(value.reason)
             elif isinstance(value, ClassValue):
                 reasons.append(f"`{value.cls.qualname}` is a class, not a module instance")
-        unique: dict[int, FunctionValue] = {}
+        unique: dict[tuple[int, ...], FunctionValue] = {}
         for function in found:
-            unique.setdefault(id(function.node), function)
+            unique.setdefault(function.key, function)
         return list(unique.values()), reasons
+
+    def segment_functions(self, values: list[Value]) -> tuple[list[FunctionValue], list[str]]:
+        """What a checkpoint call runs (`functions`), less the forwarders whose callee is
+        unknown: for those, the reason."""
+        found, reasons = self.functions(values)
+        targets: list[FunctionValue] = []
+        for function in found:
+            unknown = self.unknown_forwarding(function)
+            if unknown is None:
+                targets.append(function)
+            else:
+                reasons.append(unknown)
+        return targets, reasons
+
+    def unknown_forwarding(self, function: FunctionValue) -> str | None:
+        """Why what `function` forwards to is unknown, when it only forwards to one call of a
+        value from outside it (`lambda *a: fn(*a)`, a factory's `custom_forward` calling
+        `module`) whose callee cannot be resolved: the segment is that callee, and analysing
+        the forwarder alone would read as a clean segment."""
+        call = forwarded_call(function.node)
+        root = call.func if call is not None else None
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name) or root.value in function.scope.bindings:
+            return None  # `x.cuda()` on its own parameter: the body itself is the work
+        assert call is not None
+        with self.within(function.context):
+            callees, reasons = self.functions(self.values(call.func, function.module,
+                                                          function.scope))
+        return reasons[0] if reasons and not callees else None
 
 
 class SelfAssignmentCollector(Visitor):
@@ -510,12 +873,17 @@ class SelfAssignmentCollector(Visitor):
 
 
 class ReturnCollector(Visitor):
-    """`return` values of one function body (nested functions excluded)."""
+    """`return` and `yield` values of one function body (nested functions excluded)."""
 
     def __init__(self) -> None:
         self.returns: list[cst.BaseExpression] = []
+        self.yields: list[cst.BaseExpression] = []  # `yield x`: one element
+        self.yields_from: list[cst.BaseExpression] = []  # `yield from xs`: the elements
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -524,6 +892,97 @@ class ReturnCollector(Visitor):
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:
             self.returns.append(node.value)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if isinstance(node.value, cst.From):
+            self.yields_from.append(node.value.item)
+        elif node.value is not None:
+            self.yields.append(node.value)
+
+
+def reaching(bindings: list[Binding], use: cst.Name, module: SourceModule,
+             scope: Scope) -> list[Binding]:
+    """The bindings a use sees: where the use runs in the scope that binds the name, or in
+    a comprehension or lambda written there (`checkpoint(lambda *a: layer(*a), x)`), those
+    before it in the file, from the last one that surely ran (`for name, layer in a: ...`
+    then `for name, layer in b: ...`: each loop's body sees its own `layer`). Otherwise (a
+    function reading a global or a `def` closure: they run later), or when none is before
+    it (a loop's back edge), every live one, as without positions."""
+    if len(bindings) < 2:
+        return bindings
+    while scope.kind in (ScopeKind.LAMBDA, ScopeKind.COMPREHENSION) and scope.parent is not None \
+            and scope is not bindings[0].scope:
+        scope = scope.parent
+    if bindings[0].scope is not scope:
+        return live_bindings(bindings)
+    at = module.start(use)
+    before = [binding for binding in bindings if binds_before(binding, at, module)]
+    return live_bindings(before or bindings)
+
+
+def forwarded_call(node: cst.FunctionDef | cst.Lambda) -> cst.Call | None:
+    """The call a function's whole body returns (`lambda *a: f(*a)`, `def g(*a): return
+    f(*a)`), if that is all it does."""
+    if isinstance(node, cst.Lambda):
+        body: cst.BaseExpression | None = node.body
+    else:
+        statements = node.body.body
+        if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+            return None
+        [statement] = statements[0].body if len(statements[0].body) == 1 else [None]
+        body = statement.value if isinstance(statement, cst.Return) else None
+    return body if isinstance(body, cst.Call) else None
+
+
+def definition_pattern(attr: str, assigned_too: bool) -> re.Pattern[str]:
+    """Text a file must hold to define method `attr` (or, `assigned_too`, to assign
+    `self.attr`): only such files are parsed to look for overrides."""
+    name = re.escape(attr)
+    assigned = rf"|\bself\s*\.\s*{name}\s*(?::|=(?!=))" if assigned_too else ""
+    return re.compile(rf"\bdef\s+{name}\b{assigned}")
+
+
+def binds_before(binding: Binding, at: Position, module: SourceModule) -> bool:
+    start, end = module.span(binding.node)
+    if binding.kind == BindingKind.FOR:  # the loop's target is bound before its body runs
+        return (start.row, start.column) <= (at.row, at.column)
+    return (end.row, end.column) <= (at.row, at.column)
+
+
+def is_method(function: FunctionValue) -> bool:
+    """A `def` in a class body, called through an object or class (`self` or `cls` is not
+    passed by the caller's argument list)."""
+    parent = function.scope.parent
+    return (parent is not None and parent.kind == ScopeKind.CLASS
+            and isinstance(function.node, cst.FunctionDef)
+            and not is_staticmethod(function.node))
+
+
+def enclosing_class(module: SourceModule, scope: Scope) -> ClassInfo | None:
+    """The class whose body defines the function of `scope`, if any."""
+    parent = scope.parent
+    if parent is not None and isinstance(parent.node, cst.ClassDef):
+        return ClassInfo(module, parent.node, parent)
+    return None
+
+
+def compact_code(module: SourceModule, expr: cst.CSTNode, limit: int = 60) -> str:
+    """An expression's source on one line, shortened for a message."""
+    text = " ".join(module.code(expr).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# How a name is bound, worded for a reason (`Unknown`).
+BOUND_BY = {
+    BindingKind.WITH: "a `with` statement",
+    BindingKind.EXCEPT: "an `except` clause",
+    BindingKind.FOR: "a loop the linter cannot follow",
+    BindingKind.ASSIGN: "an assignment the linter cannot follow",
+    BindingKind.WALRUS: "an assignment the linter cannot follow",
+}
+# Builtins whose iteration gives the elements of their one argument.
+SAME_ELEMENTS = frozenset({"builtins.reversed", "builtins.list", "builtins.tuple",
+                           "builtins.sorted", "builtins.iter"})
 
 
 BUILTIN_NAMES = frozenset(__builtins__.keys() if isinstance(__builtins__, dict)

@@ -56,6 +56,11 @@ class Binding:
     qualname: str | None = None  # for imports: the dotted name bound
     # Inside an if/try/loop/with of its scope: it may or may not have run.
     conditional: bool = False
+    # A name inside a tuple or list target: the indices leading to it (`for name, layer in
+    # pairs` binds `layer` at (1,)); None after a starred name, where indices are unknown.
+    position: tuple[int, ...] | None = ()
+    # `a, b = value`: the value unpacked (`value` stays None: it is not what `a` holds).
+    unpacked: cst.BaseExpression | None = None
 
 
 @dataclass(eq=False)
@@ -73,6 +78,11 @@ class Scope:
     )
     # Names on which `.update()`/`.setdefault()`/`.pop()`/`del name[...]` is called.
     dict_updates: set[str] = field(default_factory=set)
+    # What `name.append(x)`, `name.insert(i, x)` (one element: x) and `name.extend(xs)`,
+    # `name += xs` (the elements of xs) add to a list, by name: (one element?, expression).
+    list_additions: dict[str, list[tuple[bool, cst.BaseExpression]]] = field(
+        default_factory=dict
+    )
 
     def bind(self, binding: Binding) -> None:
         target = self
@@ -99,13 +109,18 @@ class Scope:
 
     def lookup(self, name: str) -> list[Binding]:
         """Bindings that `name` may refer to from this scope (innermost scope that binds it)."""
+        return live_bindings(self.every_binding(name))
+
+    def every_binding(self, name: str) -> list[Binding]:
+        """Every binding of `name` in the innermost scope (seen from this one) that binds it,
+        in source order."""
         if name in self.global_names:
-            return live_bindings(self.module_scope().bindings.get(name, []))
+            return self.module_scope().bindings.get(name, [])
         scope: Scope | None = self
         first = True
         while scope is not None:
             if (first or scope.kind != ScopeKind.CLASS) and name in scope.bindings:
-                return live_bindings(scope.bindings[name])
+                return scope.bindings[name]
             first = False
             scope = scope.parent
         return []
@@ -156,6 +171,16 @@ def is_staticmethod(function: cst.FunctionDef) -> bool:
 DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
 
 
+@dataclass(frozen=True)
+class ListAdder:
+    arity: int  # positional arguments of the call
+    one_element: bool  # the last argument is one element (else: an iterable of them)
+
+
+LIST_ADDERS = {"append": ListAdder(1, True), "insert": ListAdder(2, True),
+               "extend": ListAdder(1, False)}
+
+
 class ScopeBuilder(Visitor):
     """Builds the scope tree of one module and remembers the scope of every scoped node."""
 
@@ -181,10 +206,12 @@ class ScopeBuilder(Visitor):
         return scope
 
     def bind(self, name: str, kind: BindingKind, node: cst.CSTNode, value=None, qualname=None,
-             scope: Scope | None = None) -> None:
+             scope: Scope | None = None, position: tuple[int, ...] | None = (),
+             unpacked: cst.BaseExpression | None = None) -> None:
         scope = scope or self.current
         conditional = self.branch_depth.get(id(self.current), 0) > 0
-        scope.bind(Binding(name, kind, scope, node, value, qualname, conditional))
+        scope.bind(Binding(name, kind, scope, node, value, qualname, conditional, position,
+                           unpacked))
 
     def leave_Module(self, node: cst.Module) -> None:
         self.stack.pop()
@@ -277,16 +304,20 @@ class ScopeBuilder(Visitor):
 
     # -- bindings ----------------------------------------------------------------------
     def bind_target(self, target: cst.BaseExpression, kind: BindingKind, node: cst.CSTNode,
-                    value: cst.BaseExpression | None) -> None:
+                    value: cst.BaseExpression | None, position: tuple[int, ...] | None = (),
+                    unpacked: cst.BaseExpression | None = None) -> None:
         if isinstance(target, cst.Name):
-            self.bind(target.value, kind, node, value)
+            self.bind(target.value, kind, node, value, position=position, unpacked=unpacked)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                inner = element.value
-                # Unpacked targets get no single value (except for loops keep the iterable).
-                self.bind_target(inner, kind, node, value if kind == BindingKind.FOR else None)
-        elif isinstance(target, cst.StarredElement):
-            self.bind_target(target.value, kind, node, None)
+            # Unpacked targets get no single value (for loops keep the iterable); their
+            # position says which part of the value each name gets.
+            if kind != BindingKind.FOR:
+                unpacked, value = (value if position == () else unpacked), None
+            for index, element in enumerate(target.elements):
+                if isinstance(element, cst.StarredElement):
+                    position = None
+                inner = None if position is None else (*position, index)
+                self.bind_target(element.value, kind, node, value, inner, unpacked)
 
     def visit_Global(self, node: cst.Global) -> None:
         self.current.global_names.update(item.name.value for item in node.names)
@@ -312,9 +343,16 @@ class ScopeBuilder(Visitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                and func.attr.value in DICT_MUTATORS):
-            self.current.dict_updates.add(func.value.value)
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return
+        name, method = func.value.value, func.attr.value
+        if method in DICT_MUTATORS:
+            self.current.dict_updates.add(name)
+        added = LIST_ADDERS.get(method)
+        if added is not None and len(node.args) == added.arity and not any(
+                arg.star or arg.keyword for arg in node.args):
+            self.current.list_additions.setdefault(name, []).append(
+                (added.one_element, node.args[-1].value))
 
     def visit_Del(self, node: cst.Del) -> None:
         target = node.target
@@ -327,6 +365,9 @@ class ScopeBuilder(Visitor):
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self.bind_target(node.target, BindingKind.AUGASSIGN, node, None)
+        if isinstance(node.target, cst.Name) and isinstance(node.operator, cst.AddAssign):
+            self.current.list_additions.setdefault(node.target.value, []).append(
+                (False, node.value))
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         scope = self.current

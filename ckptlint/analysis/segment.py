@@ -211,7 +211,7 @@ class SegmentBuilder:
         self.max_depth = max_depth
         self.dependencies = resolver.project.dependencies
         # Kept answers (`DependencyRecorder.cached`): (callees, files they rest on).
-        self._callees: dict[int, tuple[list[tuple[FunctionValue, str]], tuple]] = {}
+        self._callees: dict[tuple[int, ...], tuple[list[tuple[FunctionValue, str]], tuple]] = {}
         self._facts: dict[int, FunctionFacts] = {}
 
     def facts(self, function: FunctionValue) -> FunctionFacts:
@@ -222,12 +222,12 @@ class SegmentBuilder:
 
     def build(self, site: Site) -> Segment:
         segment = Segment(site)
-        seen: set[int] = set()
+        seen: set[tuple[int, ...]] = set()
         queue: list[Reached] = []
         fresh = site_builds_instance(site, self.resolver)
         for target in site.targets:
-            if id(target.node) not in seen:
-                seen.add(id(target.node))
+            if target.key not in seen:
+                seen.add(target.key)
                 queue.append(Reached(target, (chain_name(target),), 0, fresh_self=fresh))
         while queue:
             reached = queue.pop(0)
@@ -236,9 +236,9 @@ class SegmentBuilder:
             if reached.depth >= self.max_depth:
                 continue
             for callee, how in self.callees(reached.function):
-                if id(callee.node) in seen:
+                if callee.key in seen:
                     continue
-                seen.add(id(callee.node))
+                seen.add(callee.key)
                 callee_fresh = how == "fresh" or (how == "self" and reached.fresh_self)
                 queue.append(Reached(callee, (*reached.chain, chain_name(callee)),
                                      reached.depth + 1, fresh_self=callee_fresh))
@@ -248,11 +248,11 @@ class SegmentBuilder:
     def callees(self, function: FunctionValue) -> list[tuple[FunctionValue, str]]:
         """Project functions the body calls, each with how: "fresh" (a method of an object
         built right there), "self" (`self.method(...)`) or "other"."""
-        return self.dependencies.cached(self._callees, id(function.node),
+        return self.dependencies.cached(self._callees, function.key,
                                         lambda: self.find_callees(function))
 
     def find_callees(self, function: FunctionValue) -> list[tuple[FunctionValue, str]]:
-        found: dict[int, tuple[FunctionValue, str]] = {}
+        found: dict[tuple[int, ...], tuple[FunctionValue, str]] = {}
         for call in self.facts(function).calls:
             func = call.node.func
             how = "other"
@@ -262,7 +262,7 @@ class SegmentBuilder:
                 elif self.resolver.self_class(func.value, function.module, call.scope) is not None:
                     how = "self"
             for callee in self.resolve_call(call.node, function, call.scope):
-                found.setdefault(id(callee.node), (callee, how))
+                found.setdefault(callee.key, (callee, how))
         return list(found.values())
 
     def resolve_call(self, call: cst.Call, function: FunctionValue,
@@ -279,13 +279,16 @@ class SegmentBuilder:
         # its imports (parsing them) could only find other framework modules.
         in_framework = is_framework(top_package(function.module))
         try:
-            with self.resolver.confined_to(function.module) if in_framework else nullcontext():
+            with (self.resolver.confined_to(function.module) if in_framework else nullcontext(),
+                  self.resolver.within(function.context)):
                 values = self.resolver.values(func, function.module, scope)
                 if isinstance(func, cst.Attribute):
                     values = values + self.conditional_attribute(func, function, scope)
                 functions, _ = self.resolver.functions(values)
         except RecursionError:
             return []
+        if function.context:  # closures defined next to this one see the same arguments
+            functions = [self.resolver.closed_over(f, function.context) for f in functions]
         return [f for f in functions if isinstance(f.node, (cst.FunctionDef, cst.Lambda))
                 and (f.module is function.module or not is_framework(top_package(f.module)))]
 

@@ -455,7 +455,7 @@ def resolve_targets(site: Site, resolver: Resolver) -> None:
         cls = ClassInfo(module, site.node, site.scope)
         method = resolver.find_method(cls, "forward")
         if method is None:
-            site.unresolved.append(f"`{cls.qualname}` defines no forward")
+            site.unresolved.append(f"`{cls.qualname}` defines no `forward`")
         else:
             site.targets.append(method)
         return
@@ -464,10 +464,10 @@ def resolve_targets(site: Site, resolver: Resolver) -> None:
         return
     argument = target_expression(site)
     if argument is None:
-        site.unresolved.append("the checkpointed function is not passed positionally")
+        site.unresolved.append("the checkpointed function is not passed by position")
         return
     values = resolver.values(argument.value, module, argument.scope)
-    site.targets, site.unresolved = resolver.functions(values)
+    site.targets, site.unresolved = resolver.segment_functions(values)
 
 
 def resolve_apply_targets(site: Site, resolver: Resolver) -> None:
@@ -476,7 +476,7 @@ def resolve_apply_targets(site: Site, resolver: Resolver) -> None:
     assert site.arguments is not None
     check_fn = site.arguments.keywords.get("check_fn")
     if check_fn is None:
-        site.unresolved.append("no `check_fn`: every submodule may be wrapped")
+        site.unresolved.append("no `check_fn` is given, so any submodule may be wrapped")
         return
     for value in resolver.values(check_fn.value, site.module, check_fn.scope):
         if not isinstance(value, FunctionValue):

@@ -11,7 +11,7 @@ class UnresolvedTarget(SiteRule):
     """The checkpointed function could not be resolved, so its body was not analysed."""
 
     code = "CKP901"
-    message = "cannot tell what this checkpoint runs ({reason}); its body was not analysed"
+    message = "cannot tell what this checkpoint runs, so its body was not analysed: {reason}"
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         if site.is_segment and not site.targets and site.unresolved:

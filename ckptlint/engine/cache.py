@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptlint import __version__
+from ckptlint.analysis.project import MAX_PROJECT_FILES, SKIPPED_DIRS
 from ckptlint.findings import Finding, SiteRecord
 from ckptlint.storage.plain_data import (
     ShapeError,
@@ -53,12 +54,6 @@ FORMAT = 3  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings wi
 Signature = tuple[int, int, int, int]
 CacheKey = tuple[Signature, str]  # (stat signature, digest): what a file is cached under
 
-# The project scan of `ckptlint.analysis.bindings` (kept in step by a test): folders it skips,
-# its cap.
-PROJECT_SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__",
-                                  ".tox", "node_modules", ".mypy_cache", ".pytest_cache",
-                                  ".ruff_cache"})
-MAX_PROJECT_FILES = 10000
 
 _notes_given: set[str] = set()
 
@@ -305,8 +300,8 @@ def note_once(message: str) -> None:
 
 
 def project_signature(roots: list[Path]) -> str:
-    """What `ckptlint.analysis.bindings` scans, summarised: walked the same way, capped the
-    same way."""
+    """What `Project.source_files` scans, summarised: walked the same way, capped the same
+    way."""
     summary = hashlib.blake2b(digest_size=16)
     count = 0
     for root in roots:
@@ -322,7 +317,7 @@ def project_signature(roots: list[Path]) -> str:
                 name = entry.name
                 try:
                     if entry.is_dir():
-                        if name not in PROJECT_SKIPPED_DIRS and not name.startswith("."):
+                        if name not in SKIPPED_DIRS and not name.startswith("."):
                             folders.append(entry.path)
                         continue
                     if not name.endswith(".py"):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ckptlint.analysis.apis import SiteKind
 from ckptlint.config import Config
 from ckptlint.engine.discover import discover
 from ckptlint.engine.linter import (
@@ -35,6 +36,8 @@ if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
     from ckptlint.engine.cache import Cache, CacheKey
 
 STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
+# Site records that switch checkpointing on elsewhere: no segment of their own to analyse.
+NOT_SEGMENTS = frozenset({SiteKind.HF_ENABLE.value, SiteKind.HF_ARGS.value})
 
 
 
@@ -134,7 +137,8 @@ class Run:
         self.use_cache = use_cache
         self.sources = SourceTexts(linter)
         self.stats: dict = {"files": len(targets), "cached": 0, "candidates": 0,
-                            "confirmed": 0, "errors": 0, "jobs": self.jobs, "pool": False,
+                            "confirmed": 0, "errors": 0, "segment_sites": 0,
+                            "sites_analysed": 0, "jobs": self.jobs, "pool": False,
                             "screened_by_workers": False}
         self.cache: Cache | None = None
         self.pools: list = []
@@ -176,6 +180,9 @@ class Run:
             self.stats["candidates"] += result.candidate
             self.stats["confirmed"] += result.confirmed
             self.stats["errors"] += any(f.code == PARSE_ERROR for f in result.findings)
+            segment_sites = [record for record in result.sites if record.api not in NOT_SEGMENTS]
+            self.stats["segment_sites"] += len(segment_sites)
+            self.stats["sites_analysed"] += sum(bool(record.targets) for record in segment_sites)
             key = keys.get(index)
             if key is not None and self.cache is not None and result.cacheable:
                 self.cache.store(result.display, *key, result.findings, result.sites,
