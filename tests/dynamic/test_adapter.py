@@ -11,16 +11,73 @@ def test_detects_what_this_torch_provides():
     from ckptlint.dynamic.watch.torch_adapter import detect
     features, errors = detect()
     assert features["non-reentrant"] and features["reentrant"] and not errors
+    assert features["limits"] == {}
 
 
-def test_missing_internals_are_named(monkeypatch):
+class _NotAHook:
+    def __init__(self, frame):
+        self.frame = frame
+
+
+# (name in torch.utils.checkpoint, replacement or None to delete, mode, phrase of the reason)
+MISSING = [
+    ("_CheckpointFrame", None, "non-reentrant", "`_CheckpointFrame`"),
+    ("_checkpoint_hook", _NotAHook, "non-reentrant",
+     "a `_checkpoint_hook` built on `saved_tensors_hooks`"),
+    ("_recomputation_hook", None, "non-reentrant", "`_recomputation_hook`"),
+    ("_StopRecomputationError", None, "non-reentrant", "`_StopRecomputationError`"),
+    ("CheckpointFunction", None, "reentrant", "CheckpointFunction"),
+]
+
+
+@pytest.mark.parametrize("name,replacement,mode,phrase", MISSING, ids=[m[0] for m in MISSING])
+def test_each_missing_internal_is_named_and_only_its_mode_is_off(monkeypatch, name, replacement,
+                                                                  mode, phrase):
     import torch.utils.checkpoint as cp
-    from ckptlint.dynamic.watch.torch_adapter import detect
-    monkeypatch.delattr(cp, "_recomputation_hook")
-    monkeypatch.setattr(cp, "CheckpointFunction", None)
+    from ckptlint.dynamic.watch.torch_adapter import MODES, detect
+    if replacement is None:
+        monkeypatch.delattr(cp, name)
+    else:
+        monkeypatch.setattr(cp, name, replacement)
     features, errors = detect()
-    assert not features["non-reentrant"] and "_recomputation_hook" in errors["non-reentrant"]
-    assert not features["reentrant"] and "CheckpointFunction" in errors["reentrant"]
+    assert not features[mode]
+    assert errors[mode].startswith(f"torch {torch.__version__} lacks the {mode} checkpoint "
+                                   "internals ckptlint hooks: ")
+    assert phrase in errors[mode]
+    other = next(m for m in MODES if m != mode)
+    assert features[other] and other not in errors
+
+
+def test_internals_are_found_through_the_helpers_checkpoint_calls():
+    """Since torch 2.14 `checkpoint` hands its work to `_checkpoint_impl`; what the adapter
+    hooks is what the code `checkpoint` runs looks up, however deep."""
+    from ckptlint.dynamic.watch.torch_adapter import _frame_builders, _names_run_by_checkpoint
+    names = _names_run_by_checkpoint()
+    assert {"CheckpointFunction", "_CheckpointFrame", "_checkpoint_hook"} <= names
+    builders = _frame_builders()
+    assert builders and {name for name, _ in builders} <= names
+
+
+def test_a_mode_whose_hook_fails_to_install_is_put_back(monkeypatch):
+    """Half a mode is worse than none: a hook that fails leaves torch as it was."""
+    import torch.utils.checkpoint as cp
+    from ckptlint.dynamic.watch import torch_adapter
+
+    def broken():
+        raise RuntimeError("no")
+
+    originals = {name: getattr(cp, name) for name in
+                 ("_CheckpointFrame", "_checkpoint_hook", "_recomputation_hook")}
+    hooks = tuple(torch_adapter.Hook(h.mode, h.needs, broken, h.limit)
+                  if h.install is torch_adapter._hook_replay else h
+                  for h in torch_adapter.HOOKS)
+    monkeypatch.setattr(torch_adapter, "HOOKS", hooks)
+    monkeypatch.setattr(torch_adapter, "FEATURES", {"non-reentrant": True, "limits": {}})
+    monkeypatch.setattr(torch_adapter, "ERRORS", {})
+    torch_adapter._install_mode("non-reentrant")
+    assert {name: getattr(cp, name) for name in originals} == originals
+    assert not torch_adapter.FEATURES["non-reentrant"]
+    assert "failed at broken: RuntimeError('no')" in torch_adapter.ERRORS["non-reentrant"]
 
 
 def test_targets_of_wrappers_resolve_to_user_code():
@@ -57,3 +114,20 @@ def test_uninitialised_empty_outputs_are_not_digested():
     assert record.ops[fill][1] == [6.0, 6.0]
     assert buf.untyped_storage().data_ptr() in record.uninit
     assert filled.untyped_storage().data_ptr() not in record.uninit
+
+
+def test_hooked_checkpoints_compute_what_torch_computes(tmp_path):
+    import json
+    import subprocess
+
+    from dynhelp import PY, SCRIPTS, env_with_root
+    out = tmp_path / "values.json"
+    proc = subprocess.run([PY, "adapter_transparent.py"], cwd=SCRIPTS, capture_output=True,
+                          text=True, timeout=240, env=env_with_root({"CKPT_TEST_OUT": str(out)}))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    values = json.loads(out.read_text())
+    assert values["installed"]["non-reentrant"] and values["installed"]["reentrant"]
+    import torch.utils.checkpoint as cp
+    expected = {"nested", "reentrant"} | (
+        {"selective"} if hasattr(cp, "create_selective_checkpoint_contexts") else set())
+    assert values["same"] == {name: True for name in expected}
