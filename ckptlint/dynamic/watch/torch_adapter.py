@@ -382,14 +382,22 @@ def _watching_pack(pack: Callable, call: CheckpointCall, phase: str) -> Callable
     return watched
 
 
+def _keep_for_replay_now(call: CheckpointCall, fn, args, kwargs) -> None:
+    """What --replay-now reruns: the checkpointed function, its inputs, and (when the call
+    preserves RNG state) the random state its forward starts from."""
+    rng = _capture_rng(args) if call.preserve_rng_state else None
+    call.scratch["replay_now"] = (fn, tuple(args), dict(kwargs or {}), rng)
+
+
 def _replay_now(call: CheckpointCall, grad: bool) -> None:
-    """--replay-now: run the segment again right after its forward, from the inputs the call
-    received, as a "replay_now" pass (with gradients on, its saved tensors too). Every random
-    stream is forked around it, so the program draws the numbers it would have drawn."""
-    args = call.scratch.pop("replay_now_args", None)
-    recompute = call.scratch.pop("replay_now_fn", None)
-    if args is None or recompute is None:
+    """--replay-now: run the checkpointed function again right after its forward, from the
+    inputs and random state it started from, as a "replay_now" pass (with gradients on, its
+    saved tensors too, seen through a plain saved_tensors_hooks). Every random stream is
+    forked around it, so the program draws the numbers it would have drawn."""
+    kept = call.scratch.pop("replay_now", None)
+    if kept is None:
         return
+    fn, args, kwargs, rng = kept
     index = itertools.count()
 
     def pack(x):
@@ -401,17 +409,40 @@ def _replay_now(call: CheckpointCall, grad: bool) -> None:
                  else contextlib.nullcontext())
         scope = PassScope(call, "replay_now")
         error = None
-        with _rng_fork_for(args), saves:
-            scope.start()
-            try:
-                with torch.enable_grad() if grad else torch.no_grad():
-                    recompute(*args)
-            except Exception as exc:
-                error = exc
-            finally:
-                scope.end(error)
+        with _rng_fork_for(args):
+            if rng is not None:
+                _restore_rng(rng)
+            with saves:
+                scope.start()
+                try:
+                    with torch.enable_grad() if grad else torch.no_grad():
+                        fn(*args, **kwargs)
+                except Exception as exc:
+                    error = exc
+                finally:
+                    scope.end(error)
     except Exception as exc:
         _report_observer_failure(call, "replay_now", exc)
+
+
+def _capture_rng(args):
+    cpu = torch.get_rng_state()
+    try:
+        devices, states = _cp.get_device_states(*args)
+        device_type = _cp._infer_device_type(*args)
+    except Exception:
+        devices, states, device_type = [], [], None
+    return cpu, devices, states, device_type
+
+
+def _restore_rng(rng):
+    cpu, devices, states, device_type = rng
+    torch.set_rng_state(cpu)
+    if devices:
+        if "device_type" in _parameters(_cp.set_device_states):
+            _cp.set_device_states(devices, states, device_type=device_type)
+        else:   # torch 2.4 infers the device type from the states
+            _cp.set_device_states(devices, states)
 
 
 # --------------------------------------------------------------------------- feature tests
@@ -608,11 +639,11 @@ def _begin_non_reentrant(builder: types.FrameType, recompute_fn) -> CheckpointCa
                          (c.cell_contents for c in recompute_fn.__closure__ or () if _cell_ok(c))))
         fn = cells.get("fn")
     args = tuple(local.get("args") or ())
+    kwargs = local.get("kwargs")
     call = new_call("non-reentrant", fn, args, local.get("preserve_rng_state", True),
-                    torch.is_grad_enabled(), builder.f_back, kwargs=local.get("kwargs"))
+                    torch.is_grad_enabled(), builder.f_back, kwargs=kwargs)
     if call is not None and REPLAY_NOW:
-        call.scratch["replay_now_args"] = args
-        call.scratch["replay_now_fn"] = recompute_fn
+        _keep_for_replay_now(call, fn, args, kwargs)
     return call
 
 
@@ -746,9 +777,8 @@ class _ReentrantRunner:
     def __call__(self, *args):
         self.calls += 1
         phase = "forward" if self.calls == 1 else "replay"
-        rng = None
         if phase == "forward" and REPLAY_NOW:
-            rng = _capture_rng(args)
+            _keep_for_replay_now(self.call, self.fn, args, None)
         scope = PassScope(self.call, phase).start()
         try:
             out = self.fn(*args)
@@ -756,46 +786,9 @@ class _ReentrantRunner:
             scope.end(exc)
             raise
         scope.end(None)
-        if rng is not None:
-            self._replay_now(args, rng)
+        if phase == "forward" and REPLAY_NOW:
+            _replay_now(self.call, grad=False)
         return out
-
-    def _replay_now(self, args, rng):
-        try:
-            with _rng_fork_for(args):
-                if self.call.preserve_rng_state:
-                    _restore_rng(rng)
-                scope = PassScope(self.call, "replay_now").start()
-                error = None
-                try:
-                    with torch.no_grad():
-                        self.fn(*args)
-                except Exception as exc:
-                    error = exc
-                finally:
-                    scope.end(error)
-        except Exception as exc:
-            _report_observer_failure(self, "replay_now", exc)
-
-
-def _capture_rng(args):
-    cpu = torch.get_rng_state()
-    try:
-        devices, states = _cp.get_device_states(*args)
-        device_type = _cp._infer_device_type(*args)
-    except Exception:
-        devices, states, device_type = [], [], None
-    return cpu, devices, states, device_type
-
-
-def _restore_rng(rng):
-    cpu, devices, states, device_type = rng
-    torch.set_rng_state(cpu)
-    if devices:
-        if "device_type" in _parameters(_cp.set_device_states):
-            _cp.set_device_states(devices, states, device_type=device_type)
-        else:   # torch 2.4 infers the device type from the states
-            _cp.set_device_states(devices, states)
 
 
 def _hook_checkpoint_function() -> list[tuple[str, Any]]:
