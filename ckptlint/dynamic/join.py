@@ -111,7 +111,8 @@ class SiteIndex:
             return [found]
         keys: list[Key] = []
         for target in sorted(target_keys(targets)):
-            keys += [k for k in self.by_target.get(target, ()) if k not in keys and k not in reached]
+            keys += [key for key in self.by_target.get(target, ())
+                     if key not in keys and key not in reached]
         candidates = [self.by_key[k] for k in keys]
         if len(candidates) > 1:
             candidates = [c for c in candidates if c.api not in DIRECT_APIS]

@@ -86,8 +86,8 @@ def test_a_call_the_run_cannot_place_is_not_given_to_one_site(tmp_path):
     path = _model(tmp_path)
     sites = [_site(path, 20, WRAPPER), _site(path, 30, WRAPPER)]
     events = _events(path, [(99, True)])
-    assert _verdicts(tmp_path, path, sites, events, [20, 30]) == {20: "confirmed",
-                                                                   30: "confirmed"}
+    verdicts = _verdicts(tmp_path, path, sites, events, [20, 30])
+    assert verdicts == {20: "confirmed", 30: "confirmed"}
     assert _profile_rows(sites, events) == {99: 1}
 
 

@@ -26,8 +26,8 @@ What it measures, and why it costs (almost) nothing extra:
   have completed (never a synchronisation inside the training loop; the rest at exit).
 - replay divergence: per saved activation its shape, dtype, device and the digest of its
   values that dynamic mode takes (digest.py), reading at most 65,536 of them, forward vs replay;
-  a non-reentrant replay that stops early is a prefix of the forward. Reentrant forwards save nothing, so only
-  --grad-check sees their divergence.
+  a non-reentrant replay that stops early is a prefix of the forward. Reentrant forwards save
+  nothing, so only --grad-check sees their divergence.
 - --grad-check / --measure-peak run the segment again (plain and checkpointed) right before
   its real forward, under a fork of every RNG (torch CPU and devices, Python, NumPy) set to
   the state the real forward starts from; module buffers and module attributes (rebinding and

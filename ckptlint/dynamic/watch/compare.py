@@ -17,7 +17,7 @@ saves nothing, so op outputs are compared position by position instead.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 
 def same_digest(a, b) -> bool:
@@ -108,7 +108,3 @@ def compare(forward: dict[str, Any], replay: dict[str, Any]) -> dict[str, Any]:
 
 def _result(match: bool, matters: bool, kind: str, text: str) -> dict[str, Any]:
     return {"match": match, "matters": matters, "kind": kind, "text": text}
-
-
-def first_change(before: Optional[Any], after: Optional[Any]) -> bool:
-    return before != after

@@ -164,8 +164,7 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
             return [_code_target(code)]
         # A closure made inside torch (checkpoint_sequential's run_function, the
         # checkpoint_wrapper kwargs packer): look at what it closes over.
-        cells = dict(zip(code.co_freevars, (c.cell_contents for c in (fn.__closure__ or ())
-                                             if _cell_ok(c))))
+        cells = _closure_values(fn)
         if {"functions", "start", "end"} <= cells.keys():
             funcs = cells["functions"]
             chosen = list(funcs)[cells["start"]:cells["end"] + 1]
@@ -185,12 +184,15 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
     return []
 
 
-def _cell_ok(cell) -> bool:
-    try:
-        cell.cell_contents
-        return True
-    except ValueError:
-        return False
+def _closure_values(fn) -> dict[str, Any]:
+    """The values a function closes over, by name (cells not yet filled are left out)."""
+    values = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return values
 
 
 def module_of(fn: Any):
@@ -635,9 +637,7 @@ def _begin_non_reentrant(builder: types.FrameType, recompute_fn) -> CheckpointCa
     local = builder.f_locals
     fn = local.get("fn")
     if fn is None:
-        cells = dict(zip(recompute_fn.__code__.co_freevars,
-                         (c.cell_contents for c in recompute_fn.__closure__ or () if _cell_ok(c))))
-        fn = cells.get("fn")
+        fn = _closure_values(recompute_fn).get("fn")
     args = tuple(local.get("args") or ())
     kwargs = local.get("kwargs")
     call = new_call("non-reentrant", fn, args, local.get("preserve_rng_state", True),
