@@ -48,7 +48,7 @@ build_venv() {         # $1: release, $2: venv
 run_suite() {          # $1: label, $2: venv; appends "label passed skipped failed" to the matrix
     local xml="$WORK/$1.xml" start=$SECONDS
     set +e
-    "$2/bin/python" -m pytest -q -rs -p no:cacheprovider --junitxml="$xml" tests/dynamic tests/profile
+    "$2/bin/python" -m pytest -q -rfEs -p no:cacheprovider --junitxml="$xml" tests/dynamic tests/profile
     set -e
     "$2/bin/python" - "$xml" "$1" "$((SECONDS - start))" >> "$WORK/matrix" <<'PY'
 import sys
