@@ -29,6 +29,7 @@ import functools
 import inspect
 import itertools
 import os
+import random
 import sys
 import sysconfig
 import threading
@@ -135,7 +136,6 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
     """The user functions a checkpointed callable runs (code file, first line, qualname)."""
     if fn is None or depth > 6:
         return []
-    import functools
     if isinstance(fn, functools.partial):
         return targets_of(fn.func, depth + 1)
     if isinstance(fn, torch.nn.Module):
@@ -196,7 +196,6 @@ def _closure_values(fn) -> dict[str, Any]:
 
 
 def module_of(fn: Any):
-    import functools
     while isinstance(fn, functools.partial):
         fn = fn.func
     if isinstance(fn, torch.nn.Module):
@@ -266,7 +265,6 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
 
 
 def _is_graph_module(fn) -> bool:
-    import functools
     while isinstance(fn, functools.partial):
         fn = fn.func
     fx = getattr(torch, "fx", None)
@@ -351,7 +349,6 @@ class _rng_fork_for:
         self.fork = torch.random.fork_rng(devices=devices, device_type=device_type)
 
     def __enter__(self):
-        import random
         self.py_state = random.getstate()
         numpy = sys.modules.get("numpy")
         self.np_state = numpy.random.get_state() if numpy is not None else None
@@ -359,7 +356,6 @@ class _rng_fork_for:
         return self
 
     def __exit__(self, *exc):
-        import random
         try:
             return self.fork.__exit__(*exc)
         finally:
