@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
+from dynhelp import PY, SCRIPTS, env_with_root
 
 torch = pytest.importorskip("torch")
 
@@ -116,11 +120,8 @@ def test_uninitialised_empty_outputs_are_not_digested():
     assert filled.untyped_storage().data_ptr() not in record.uninit
 
 
+@pytest.mark.slow
 def test_hooked_checkpoints_compute_what_torch_computes(tmp_path):
-    import json
-    import subprocess
-
-    from dynhelp import PY, SCRIPTS, env_with_root
     out = tmp_path / "values.json"
     proc = subprocess.run([PY, "adapter_transparent.py"], cwd=SCRIPTS, capture_output=True,
                           text=True, timeout=240, env=env_with_root({"CKPT_TEST_OUT": str(out)}))
