@@ -3,9 +3,11 @@
 #
 #   tests/compat/run.sh                      every release in RELEASES, one fresh venv at a time
 #   tests/compat/run.sh 2.4.1 2.14.1         only these releases
-#   tests/compat/run.sh --venv DIR [DIR...]  venvs that already hold a torch: ckptlint and the
-#                                            test dependencies are installed into them, and they
-#                                            are kept (for development)
+#   tests/compat/run.sh --venv DIR [DIR...]  venvs that already hold a torch (for development):
+#                                            each is left untouched; the suite runs in a throwaway
+#                                            venv that sees this checkout, then DIR's packages,
+#                                            then those of $DEPS (default: ./.venv, a venv with
+#                                            ckptlint's test dependencies), nothing installed
 #
 # A fresh venv gets `pip install --no-cache-dir torch==X` (a CUDA build from the registry runs
 # on CPU; about 1 minute and 4-5 GB, `numpy<2` next to torch 2.4), then ckptlint (editable) with
@@ -18,6 +20,7 @@ set -euo pipefail
 RELEASES=(2.4.1 2.8.0 2.11.0 2.13.0 2.14.1)
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 PYTHON="${PYTHON:-python3}"
+DEPS="${DEPS:-$ROOT/.venv}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ckptlint-compat.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 cd "$ROOT"
@@ -35,6 +38,19 @@ say() { printf 'compat: %s\n' "$*" >&2; }
 
 install_ckptlint() {   # $1: venv
     "$1/bin/pip" install -q --no-cache-dir -e "$ROOT[test]"
+}
+
+purelib() {            # $1: venv; its site-packages
+    "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
+}
+
+layer_venv() {         # $1: venv holding torch, $2: new venv; .pth files order the layers
+    "$PYTHON" -m venv --without-pip "$2" || return 1
+    local site
+    site="$(purelib "$2")"
+    echo "$ROOT" > "$site/00-checkout.pth"
+    purelib "$1" > "$site/10-torch.pth"
+    purelib "$DEPS" > "$site/20-test-deps.pth"
 }
 
 build_venv() {         # $1: release, $2: venv
@@ -68,13 +84,14 @@ PY
 
 : > "$WORK/matrix"
 if [ ${#venvs[@]} -gt 0 ]; then
-    for venv in "${venvs[@]}"; do
-        label="$("$venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)" ||
-            { say "$venv: no torch"; echo "$venv - - no-torch 0" >> "$WORK/matrix"; continue; }
-        say "torch $label in $venv"
-        "$venv/bin/pip" install -q --no-deps -e "$ROOT" &&
-            "$venv/bin/pip" install -q libcst click pytest jsonschema
+    for torch_venv in "${venvs[@]}"; do
+        venv="$WORK/layered"
+        label="$("$torch_venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)" ||
+            { say "$torch_venv: no torch"; echo "$torch_venv - - no-torch 0" >> "$WORK/matrix"; continue; }
+        say "torch $label from $torch_venv"
+        layer_venv "$torch_venv" "$venv"
         run_suite "$label" "$venv"
+        rm -rf "$venv"
     done
 else
     for release in "${RELEASES[@]}"; do
