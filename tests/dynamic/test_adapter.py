@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -132,3 +133,40 @@ def test_hooked_checkpoints_compute_what_torch_computes(tmp_path):
     expected = {"nested", "reentrant"} | (
         {"selective"} if hasattr(cp, "create_selective_checkpoint_contexts") else set())
     assert values["same"] == {name: True for name in expected}
+
+
+# A site-wide customisation run before the watcher loads (a `sitecustomize` further along
+# PYTHONPATH, which ckptlint's chains to): it swaps in a CheckpointFunction that torch runs as
+# before but whose forward takes differently named parameters, so the reentrant hook's feature
+# test fails the way a torch release that moved the internal would make it fail.
+MOVED_INTERNAL = '''
+import torch.utils.checkpoint as cp
+
+Original = cp.CheckpointFunction
+
+
+class CheckpointFunction(Original):
+    @staticmethod
+    def forward(ctx, fn, preserve, *args):
+        return Original.forward(ctx, fn, preserve, *args)
+
+
+cp.CheckpointFunction = CheckpointFunction
+'''
+
+
+@pytest.mark.slow
+def test_a_moved_internal_gives_error_verdicts_never_cleared(tmp_path):
+    """The reentrant run of state_read.py corrupts gradients (its CKP201 is confirmed when
+    watched); with the reentrant internal unrecognised, the finding is `error` with the
+    reason, and the run is not reported as clean."""
+    from dynhelp import ROOT, run_dynamic
+    (tmp_path / "sitecustomize.py").write_text(MOVED_INTERNAL)
+    r = run_dynamic("state_read.py", ("reentrant",),
+                    env={"PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
+    assert r.values["plain"] != r.values["ckpt"], "ground truth: the gradients must be wrong"
+    f = r.one("CKP201")
+    assert f["verdict"] == "error", f
+    assert (f"not watched: torch {torch.__version__} lacks the reentrant checkpoint internals ckptlint "
+            "hooks: a CheckpointFunction(ctx, run_function, preserve_rng_state, *args)"
+            in f["evidence"]), f
