@@ -1,5 +1,6 @@
 """Dynamic mode: watch each checkpoint's real forward and replay.
 
-Only `torch_adapter`, `recorder`, `state` and `child` import torch, and only inside the
-watched child process; `cli`, `runner`, `verdicts`, `compare`, `observer` and `bootstrap` do not.
+The parent side (`cli`, `runner`, `verdicts`, `join`, `bootstrap`) never imports torch; the
+watched process's side is `watch/` (`torch_adapter`, `recorder`, `state`, `digest` and
+`child` import torch there; `compare` and `observer` do not), and `profile/` builds on both.
 """

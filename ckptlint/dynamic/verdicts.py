@@ -1,16 +1,15 @@
 """Join runtime observations with static findings and give each a verdict (no torch here).
 
 Verdict meanings are fixed by README.md ("Dynamic mode"): confirmed, cleared, unexercised,
-static-only, error. Calls are joined to a finding through the call site (file, row) or, for
-calls made from library code (checkpoint_wrapper, checkpoint_sequential, transformers layers)
-whose site is no known checkpoint site, through the checkpointed function's code object.
+static-only, error. A call judges the findings of the static sites it belongs to
+(`ckptlint.dynamic.join`: its own call site, or, for calls made from library code such as
+checkpoint_wrapper, checkpoint_sequential and transformers layers, the site that checkpoints
+its function).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import linecache
 import os
 import re
 import signal
@@ -18,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from ckptlint.dynamic.join import Key, SiteIndex, real, target_keys
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
 from ckptlint.messages import render
 from ckptlint.registry import Dynamic, codes_judged
@@ -29,26 +29,6 @@ SIDE_EFFECT_CODES = codes_judged(Dynamic.SIDE_EFFECT)
 STATE_CODES = codes_judged(Dynamic.STATE_CHANGE, Dynamic.SIDE_EFFECT)  # findings naming state
 DEVICE_CODES = codes_judged(Dynamic.DEVICE)
 # Everything else (Dynamic.REPLAY_COMPARE) is judged by comparing forward and replay.
-
-Key = tuple[str, int]   # (realpath, row)
-
-
-def real(filename: str) -> str:
-    return os.path.realpath(filename)
-
-
-@functools.lru_cache(maxsize=4096)
-def code_rows(filename: str, first_line: int) -> frozenset[int]:
-    """The first line of a code object and its `def` line (decorated functions differ)."""
-    rows = {first_line}
-    for row in range(first_line, first_line + 50):
-        text = linecache.getline(filename, row).lstrip()
-        if not text:
-            continue
-        if text.startswith(("def ", "async def ", "class ")):
-            rows.add(row)
-            break
-    return frozenset(rows)
 
 
 # --------------------------------------------------------------------------- observations
@@ -100,11 +80,7 @@ class CallObs:
         return bool(self.compare_count or self.compares)
 
     def target_keys(self) -> set[Key]:
-        keys = set()
-        for filename, first, _ in self.targets:
-            for row in code_rows(filename, first):
-                keys.add((filename, row))
-        return keys
+        return target_keys(self.targets)
 
     @property
     def qualname(self) -> str:
@@ -380,47 +356,41 @@ class Judge:
         self.plan = plan or build_plan(self.findings, self.sites)
         self.spec_by_finding = {id(self.findings[s["id"]]): s for s in self.plan.get("specs", [])
                                 if 0 <= s["id"] < len(self.findings)}
-        self.known_sites: set[Key] = {(real(r.site.filename), r.site.row) for r in self.sites}
+        # The static sites, and the site and target of every finding (a --findings run has
+        # no site records): what calls are matched to.
+        self.index = SiteIndex.of_records(self.sites)
         for f in self.findings:
             if f.site is not None:
-                self.known_sites.add((real(f.site.filename), f.site.row))
-        self._target_cache: dict[tuple[int, int], set[Key]] = {}
+                self.index.add(f.site, [f.target] if f.target is not None else [])
+        self.known_sites: set[Key] = set(self.index.by_key)
+        self.reached = self.index.reached(c.site for c in self.obs.calls.values())
+        self._sites_of_call: dict[tuple, set[Key]] = {}
         self.explained: set[tuple[int, int]] = set()
 
     # -- matching
-    def _targets(self, call: CallObs) -> set[Key]:
-        cached = self._target_cache.get(call.key)
-        if cached is None:
-            cached = self._target_cache[call.key] = call.target_keys()
-        return cached
+    def sites_of(self, call: CallObs) -> set[Key]:
+        """The static sites a call belongs to (ckptlint.dynamic.join)."""
+        found = self._sites_of_call.get(call.key)
+        if found is None:
+            found = self._sites_of_call[call.key] = {
+                s.key for s in self.index.sites_of(call.site, call.targets, self.reached)}
+        return found
 
-    def finding_keys(self, finding: Finding) -> tuple[set[Key], set[Key]]:
-        """(site keys, target keys) of the sites that reach a finding."""
-        site_keys: set[Key] = set()
-        target_keys: set[Key] = set()
-        if finding.site is not None:
-            site_keys.add((real(finding.site.filename), finding.site.row))
-        if finding.target is not None:
-            target_keys.add((real(finding.target.filename), finding.target.row))
-        for record in self.sites:
-            rkey = (real(record.site.filename), record.site.row)
-            rtargets = {(real(t.filename), t.row) for t in record.targets}
-            if rkey in site_keys:
-                target_keys |= rtargets
-            elif finding.chain and rtargets & target_keys:
-                site_keys.add(rkey)     # another site reaching the same segment
-        return site_keys, target_keys
+    def finding_keys(self, finding: Finding) -> set[Key]:
+        """The static sites that reach a finding: its own and, for a hazard inside a
+        checkpointed function, every other site that checkpoints the same function."""
+        if finding.site is None:
+            return set()
+        own = (real(finding.site.filename), finding.site.row)
+        site_keys = {own}
+        if finding.chain:
+            for target in self.index.by_key[own].targets:
+                site_keys.update(self.index.by_target.get(target, ()))
+        return site_keys
 
     def matched_calls(self, finding: Finding) -> tuple[list[CallObs], set[Key]]:
-        site_keys, target_keys = self.finding_keys(finding)
-        out = []
-        for call in self.obs.calls.values():
-            key = call.site_key
-            if key in site_keys:
-                out.append(call)
-            elif key not in self.known_sites and target_keys and self._targets(call) & target_keys:
-                out.append(call)
-        return out, site_keys
+        site_keys = self.finding_keys(finding)
+        return [c for c in self.obs.calls.values() if self.sites_of(c) & site_keys], site_keys
 
     # -- one finding
     def judge(self, finding: Finding) -> Finding:

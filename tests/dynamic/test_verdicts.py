@@ -12,9 +12,10 @@ from ckptlint.findings import Finding, Position, SiteRef, TargetRef
 from dynhelp import MESSAGE, finding_data
 
 
-def saved(op, role, s, shape=(2,)):
+def saved(op, role, s, shape=(2,), check=None):
+    """A saved-tensor entry whose digest has the sum `s` (and a check that follows it)."""
     return {"i": 0, "op": op, "role": role, "shape": list(shape), "dtype": "float64",
-            "device": "cpu", "d": [s, abs(s)]}
+            "device": "cpu", "d": [s, int(s * 1000) if check is None else check]}
 
 
 def test_replay_prefix_is_not_a_divergence():
@@ -35,6 +36,18 @@ def test_saved_value_difference_matters_and_unsaved_does_not():
     result = compare(forward, replay)
     assert not result["match"] and not result["matters"]
     assert "unsaved output of mul" in result["text"]
+
+
+def test_values_that_differ_with_the_same_sum_are_a_divergence():
+    """The digest's check decides (a permutation keeps the sum); the evidence says so."""
+    forward = {"ops": [["gather", [6.0, 11]]], "saved": [saved("gather", "output", 6.0, check=11)]}
+    replay = {"ops": [["gather", [6.0, 12]]], "saved": [saved("gather", "output", 6.0, check=12)]}
+    result = compare(forward, replay)
+    assert result["matters"] and result["kind"] == "saved-value"
+    assert "(sum 6 in both passes, other values)" in result["text"]
+    close = compare({"ops": [], "saved": [saved("mm", "output", 1.0000001, check=1)]},
+                    {"ops": [], "saved": [saved("mm", "output", 1.0000002, check=2)]})
+    assert "(sum 1 vs 1" not in close["text"] and "sum 1.0000002 vs 1.0000001" in close["text"]
 
 
 def test_reentrant_forward_saves_nothing_so_outputs_are_compared():

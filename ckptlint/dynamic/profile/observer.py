@@ -24,10 +24,10 @@ What it measures, and why it costs (almost) nothing extra:
 - seconds: the adapter's per-pass wall time, minus the time spent in this observer's own hooks;
   on CUDA, events recorded on the current stream at both ends of the pass, read once they
   have completed (never a synchronisation inside the training loop; the rest at exit).
-- replay divergence: per saved activation its shape, dtype, device and a checksum of its
-  values (the integer sum of the bit patterns, of at most 65,536 of them), forward vs replay;
-  a non-reentrant replay that stops early is a prefix of the forward. Reentrant forwards save nothing, so only
-  --grad-check sees their divergence.
+- replay divergence: per saved activation its shape, dtype, device and the digest of its
+  values that dynamic mode takes (digest.py), reading at most 65,536 of them, forward vs replay;
+  a non-reentrant replay that stops early is a prefix of the forward. Reentrant forwards save
+  nothing, so only --grad-check sees their divergence.
 - --grad-check / --measure-peak run the segment again (plain and checkpointed) right before
   its real forward, under a fork of every RNG (torch CPU and devices, Python, NumPy) set to
   the state the real forward starts from; module buffers and module attributes (rebinding and
@@ -50,24 +50,14 @@ from typing import Any
 
 import torch
 
+from ckptlint.dynamic.watch.compare import same_digest
+from ckptlint.dynamic.watch.digest import digest, resolve
 from ckptlint.dynamic.watch.observer import CheckpointCall, Observer, PassEnd
 
 try:
     from torch.utils._python_dispatch import _disable_current_modes
 except ImportError:  # pragma: no cover - older torch
     _disable_current_modes = contextlib.nullcontext
-try:
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-except ImportError:  # pragma: no cover - older torch
-    def _get_current_dispatch_mode():
-        return True
-
-
-def _mode_active() -> bool:
-    try:
-        return _get_current_dispatch_mode() is not None
-    except Exception:
-        return True
 
 GRAD_CHECK_CALLS = 3      # calls per site that --grad-check reruns
 RTOL, ATOL = 1e-5, 1e-6   # torch.allclose tolerances for --grad-check
@@ -187,55 +177,7 @@ def _params_and_buffers(modules):
     return params, buffers
 
 
-_BITS = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
-SAMPLE = 1 << 16   # values per tensor that the checksum reads
-
-
-def _stride(n: int) -> int:
-    """The smallest prime p with n / p <= SAMPLE (a prime, so that the sample does not keep
-    hitting the same columns of a matrix whose width is a multiple of the stride)."""
-    p = max(1, -(-n // SAMPLE))
-    if p == 1:
-        return 1
-    while any(p % k == 0 for k in range(2, int(p ** 0.5) + 1)):
-        p += 1
-    return p
-
-
-def _digest(t: torch.Tensor, cuda: bool):
-    """A checksum of the values: the int64 sum of their bit patterns (a 0-dim tensor on CUDA,
-    resolved later; else an int). Integer addition does not depend on the order, so equal
-    values give equal checksums whatever the layout (a float sum of a strided view and of a
-    contiguous copy can differ in the last bit). A contiguous tensor larger than SAMPLE values
-    is read at a prime stride, which keeps the cost per saved tensor near 20 us on one CPU
-    core: a divergence that touches only a few values can go unseen (dynamic mode compares
-    every op output)."""
-    try:
-        # a detached tensor builds no graph; a dispatch mode (the user's) must not see us
-        with _disable_current_modes() if _mode_active() else contextlib.nullcontext():
-            d = t.detach()
-            if d.is_complex():
-                d = torch.view_as_real(d)
-            if d.dtype == torch.bool:
-                d = d.view(torch.uint8)
-            elif d.is_floating_point():
-                d = d.view(_BITS[d.element_size()])
-            n = d.numel()
-            if n > SAMPLE and d.is_contiguous():
-                d = d.view(-1)[::_stride(n)]
-            s = torch.sum(d, dtype=torch.int64)
-            return s if cuda else int(s)
-    except Exception:
-        return None
-
-
-def _value(d):
-    if isinstance(d, torch.Tensor):
-        try:
-            return int(d)
-        except Exception:
-            return None
-    return d
+SAMPLE = 1 << 16   # values per saved tensor that the digest reads (digest.py)
 
 
 def _compare(forward: list, replay: list, early_stop: bool) -> tuple[bool, str]:
@@ -248,7 +190,7 @@ def _compare(forward: list, replay: list, early_stop: bool) -> tuple[bool, str]:
             return False, (f"saved tensor #{r['i']} is {r['dtype']}{r['shape']} on "
                            f"{r['device']} where the forward saved {f['dtype']}{f['shape']} "
                            f"on {f['device']}")
-        if f["d"] is not None and r["d"] is not None and f["d"] != r["d"]:
+        if not same_digest(f["d"], r["d"]):
             return False, (f"saved tensor #{r['i']} ({r['dtype']}{r['shape']}) has other values "
                            f"than in the forward")
     if len(replay) > len(forward) or (len(replay) < len(forward) and not early_stop):
@@ -421,7 +363,7 @@ class ProfileObserver(Observer):
             # same tensors in both passes (an in-place change of one between forward and
             # backward is dynamic mode's to find), and weights are often the largest saves.
             if state.mode == "non-reentrant" and not held:
-                entry["d"] = _digest(tensor, state.cuda)
+                entry["d"] = digest(tensor, limit=SAMPLE, lazy=state.cuda)
             record.saved.append(entry)
         finally:
             record.hook_seconds += time.perf_counter() - t0
@@ -448,7 +390,7 @@ class ProfileObserver(Observer):
             if end_event is not None:
                 event["seconds"] = record.start_event.elapsed_time(end_event) / 1000.0
                 event["timer"] = "cuda"
-            saved = [dict(e, d=_value(e["d"])) for e in record.saved]
+            saved = [dict(e, d=resolve(e["d"])) for e in record.saved]
             if phase == "forward":
                 state.forward = saved
             elif phase == "replay" and state.mode == "non-reentrant" and \

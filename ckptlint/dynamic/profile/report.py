@@ -1,10 +1,11 @@
 """Turn the profile observer's events into one record per checkpoint site (no torch here).
 
-Sites are keyed as in dynamic mode: a call whose (file, row) is a checkpoint site the static
-pass found is reported at that site (its filename as given, row and column); a call made
-from library code (checkpoint_wrapper, apply_activation_checkpointing, composable checkpoint,
-transformers layers) is joined to the static site whose target is the checkpointed function
-(`SiteKeys`); anything else is reported at the call's own runtime position. The JSON fields and the keep/drop/fix rule are README.md's ("Profile").
+Calls are matched to static sites as in dynamic mode (`ckptlint.dynamic.join`): a call at a
+checkpoint site the static pass found is reported at that site (its filename as given, row
+and column); a call made from library code (checkpoint_wrapper,
+apply_activation_checkpointing, composable checkpoint, transformers layers) at the one static
+site that checkpoints its function (`SiteKeys`); anything else at the call's own runtime
+position. The JSON fields and the keep/drop/fix rule are README.md's ("Profile").
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ckptlint.dynamic.verdicts import code_rows
+from ckptlint.dynamic.join import SiteIndex
 
 DROP_CODE = "CKP502"
 FIX_CODE = "CKP501"
@@ -185,50 +186,18 @@ def _round(value: float) -> float:
 
 # --------------------------------------------------------------------------- site keys
 
-DIRECT_APIS = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")
-
-
 class SiteKeys:
-    """Maps runtime calls to the site each is reported at (see the module docstring).
-
-    A call made from library code (its runtime position is no static site) is joined
-    through its target. Several static sites may checkpoint the same function: sites that
-    this run reached directly (a call at their own position) are left out, then sites of
-    the plain `checkpoint` APIs (whose calls always come from the site itself); if more than
-    one candidate remains, the call is reported at its runtime position rather than at a
-    guess."""
+    """Where each runtime call is reported: at the one static site it belongs to
+    (`ckptlint.dynamic.join`), else, when the run cannot tell which, at its own runtime
+    position rather than at a guess."""
 
     def __init__(self, static_sites: Iterable = ()):
-        self.by_site: dict[tuple[str, int], tuple[str, int, int]] = {}
-        self.by_target: dict[tuple[str, int], list[tuple[tuple[str, int, int], str]]] = {}
-        for record in static_sites:
-            ref = record.site
-            key = (ref.filename, ref.row, ref.column)
-            self.by_site.setdefault((os.path.realpath(ref.filename), ref.row), key)
-            for target in record.targets:
-                entries = self.by_target.setdefault(
-                    (os.path.realpath(target.filename), target.row), [])
-                if all(key != k for k, _ in entries):
-                    entries.append((key, getattr(record, "api", "")))
+        self.index = SiteIndex.of_records(static_sites)
 
-    def direct(self, site) -> tuple[str, int, int] | None:
-        return self.by_site.get((site[0], site[1])) if site else None
-
-    def key(self, site, targets, reached: set | frozenset = frozenset()) -> tuple[str, int, int]:
-        found = self.direct(site)
-        if found:
-            return found
-        candidates: list[tuple[tuple[str, int, int], str]] = []
-        for filename, first, _ in targets or ():
-            for row in sorted(code_rows(filename, first)):
-                for entry in self.by_target.get((filename, row), ()):
-                    if entry not in candidates:
-                        candidates.append(entry)
-        candidates = [c for c in candidates if c[0] not in reached] or []
-        if len(candidates) > 1:
-            candidates = [c for c in candidates if c[1] not in DIRECT_APIS]
+    def key(self, site, targets, reached: frozenset = frozenset()) -> tuple[str, int, int]:
+        candidates = self.index.sites_of(site, targets or (), reached)
         if len(candidates) == 1:
-            return candidates[0][0]
+            return candidates[0].position
         if site:
             return (_display(site[0]), site[1], site[2])
         if targets:
@@ -269,8 +238,8 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
     started = False
     grad_checked = False
     restored = 0
-    reached = {keys.direct(tuple(e["site"])) for e in events
-               if e.get("ev") == "call" and e.get("site")} - {None}
+    reached = keys.index.reached(tuple(e["site"]) for e in events
+                                 if e.get("ev") == "call" and e.get("site"))
     for event in events:
         kind, pid = event.get("ev"), event.get("pid", 0)
         if kind == "start":

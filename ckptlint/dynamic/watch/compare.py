@@ -6,7 +6,9 @@ A pass record is a dict:
             backward, in pack order; d is the value digest or None (uninitialised/unreadable)
     early_stop: bool  (non-reentrant replay stopped after its last saved tensor)
     error: str | None
-A digest is [sum, abs_sum] in float64.
+A digest is [sum, check] (digest.py): the float64 sum of the values, for the evidence text,
+and an integer over their exact bit patterns and positions, which decides whether two values
+are the same.
 
 Traps handled here (docs/torch-facts.md, "The API"): a non-reentrant replay that stops early is a *prefix* of the
 forward, so ops are compared only up to the replay's end; a reentrant (or no-grad) forward
@@ -15,19 +17,24 @@ saves nothing, so op outputs are compared position by position instead.
 
 from __future__ import annotations
 
-import math
-from typing import Any, Optional
+from typing import Any
 
 
 def same_digest(a, b) -> bool:
+    """Whether two digests are of the same values (None: not readable, taken as the same)."""
     if a is None or b is None:
         return True
-    return all(x == y or (isinstance(x, float) and isinstance(y, float)
-                          and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+    return a[1] == b[1]
 
 
-def fmt(value: float) -> str:
-    return f"{value:.4g}"
+def sums(replay, forward, forward_said: str = "") -> str:
+    """"sum R vs F" of two digests (then `forward_said`), with as many digits as it takes to
+    tell the sums apart; values whose sums agree to the last digit differ elsewhere."""
+    for digits in (4, 8, 17):
+        r, f = f"{replay[0]:.{digits}g}", f"{forward[0]:.{digits}g}"
+        if r != f:
+            return f"sum {r} vs {f}{forward_said}"
+    return f"sum {f} in both passes, other values"
 
 
 def describe_saved(entry: dict[str, Any]) -> str:
@@ -64,13 +71,14 @@ def compare(forward: dict[str, Any], replay: dict[str, Any]) -> dict[str, Any]:
                                f"a {describe_saved(f)} of shape {f.get('shape')} {f.get('dtype')} "
                                f"on {f.get('device')}")
             if not same_digest(f.get("d"), r.get("d")):
-                sums = f"sum {fmt(r['d'][0])} vs {fmt(f['d'][0])}"
+                told = sums(r["d"], f["d"])
                 if (f.get("op"), f.get("role")) != (r.get("op"), r.get("role")):
                     return _result(False, True, "saved-value",
                                    f"saved a {describe_saved(r)} where the forward saved a "
-                                   f"{describe_saved(f)} ({sums})")
+                                   f"{describe_saved(f)} ({told})")
                 return _result(False, True, "saved-value",
-                               f"saved a different {describe_saved(f)} ({sums} in the forward)")
+                               f"saved a different {describe_saved(f)} "
+                               f"({sums(r['d'], f['d'], ' in the forward')})")
         if len(rsaved) != len(fsaved) and not (replay.get("early_stop")
                                                and len(rsaved) == len(fsaved)):
             return _result(False, True, "saved-count",
@@ -91,16 +99,12 @@ def compare(forward: dict[str, Any], replay: dict[str, Any]) -> dict[str, Any]:
             if by_saved:
                 return _result(False, False, "unsaved-output",
                                f"only the unsaved output of {r[0]} (op #{index + 1}) differed "
-                               f"(sum {fmt(r[1][0])} vs {fmt(f[1][0])})")
+                               f"({sums(r[1], f[1])})")
             return _result(False, True, "output",
                            f"{r[0]} (op #{index + 1}) returned a different value "
-                           f"(sum {fmt(r[1][0])} vs {fmt(f[1][0])} in the forward)")
+                           f"({sums(r[1], f[1], ' in the forward')})")
     return _result(True, False, "match", "matched")
 
 
 def _result(match: bool, matters: bool, kind: str, text: str) -> dict[str, Any]:
     return {"match": match, "matters": matters, "kind": kind, "text": text}
-
-
-def first_change(before: Optional[Any], after: Optional[Any]) -> bool:
-    return before != after

@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 
+from ckptlint.dynamic.join import target_keys
+from ckptlint.dynamic.watch.digest import digest, short
 from ckptlint.dynamic.watch.observer import CheckpointCall
-from ckptlint.dynamic.verdicts import code_rows
 
 _MISSING = object()
 
@@ -77,20 +78,15 @@ def summarize(value) -> str:
         text = repr(value)
         return text if len(text) <= 60 else text[:57] + "..."
     if isinstance(value, torch.Tensor):
-        from ckptlint.dynamic.watch.digest import digest
         d = digest(value)
         shape = list(value.shape)
-        return f"tensor{shape} sum {d[0]:.6g}" if d else f"tensor{shape}"
+        return f"tensor{shape} {short(d)}" if d else f"tensor{shape}"
     if isinstance(value, torch.nn.Module):
-        from ckptlint.dynamic.watch.digest import digest
-        total = 0.0
-        n = 0
-        for buf in value.buffers():
-            d = digest(buf)
-            if d:
-                total += d[0]
-                n += 1
-        return f"{type(value).__name__} buffers sum {total:.6g}" if n else f"<{type(value).__name__}>"
+        digests = [d for d in map(digest, value.buffers()) if d]
+        if not digests:
+            return f"<{type(value).__name__}>"
+        total = [sum(d[0] for d in digests), sum(d[1] for d in digests)]
+        return f"{type(value).__name__} buffers {short(total)}"
     try:
         length = len(value)
         return f"{type(value).__name__} of length {length}"
@@ -116,12 +112,11 @@ class StateWatcher:
         self._modules: dict[str, Any] = {}
 
     def specs_for(self, call: CheckpointCall) -> list[dict[str, Any]]:
+        """The specs of findings whose site or target the call shares (a superset of what the
+        parent will join the call to: reading a spec too many costs a snapshot, nothing more)."""
         if not self.specs:
             return []
-        rows = set()
-        for filename, first, _ in call.targets:
-            for row in code_rows(filename, first):
-                rows.add((filename, row))
+        rows = target_keys(call.targets)
         site = (call.site[0], call.site[1]) if call.site else None
         return [s for s in self.specs if s["_targets"] & rows or (site and s["_site"] == site)]
 

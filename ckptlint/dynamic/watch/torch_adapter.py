@@ -1,31 +1,43 @@
 """The one place that knows torch's checkpoint internals (loaded only in the watched child).
 
-It patches the names that torch looks up *at call time*, never the public `checkpoint`
-function (which callers may have bound earlier with `from ... import checkpoint`):
+It hooks the names that torch looks up *at call time*, never the public `checkpoint`
+function (which callers may have bound earlier with `from ... import checkpoint`). One
+function per internal, each with its feature test (`_needs_*`, which says what is missing):
 
-  non-reentrant  `torch.utils.checkpoint._CheckpointFrame`   (a call begins; fn, args)
-                 `torch.utils.checkpoint._checkpoint_hook`    (forward pass, saved tensors)
-                 `torch.utils.checkpoint._recomputation_hook` (replay pass, saved tensors)
-                 `torch.utils.checkpoint._checkpoint_without_reentrant_generator`
-                     (only to see no-grad forwards for --replay-now; optional)
-  reentrant      `torch.utils.checkpoint.CheckpointFunction`
+  non-reentrant  `_CheckpointFrame`        a call begins (the function, its inputs)
+                 `_checkpoint_hook`         the forward pass and the tensors it saves
+                 `_recomputation_hook`      the replay pass, its saved tensors, early stop
+                 the generator that builds `_CheckpointFrame`
+                     (`_checkpoint_without_reentrant_generator`, since torch 2.14 its
+                     `_impl`): forwards under no_grad, for --replay-now; optional
+  reentrant      `CheckpointFunction`       forward and replay through `run_function`
 
 `checkpoint`, `checkpoint_sequential`, `checkpoint_wrapper`/`apply_activation_checkpointing`,
 `torch.distributed._composable.checkpoint` and transformers layers all funnel into these.
-What is present is found by feature detection (`detect()`), not by a version list; what is
-missing is reported with a reason, and the calls that would need it get `error` verdicts.
+Where torch offers a public extension point that carries what is needed, it is used instead:
+saved tensors are counted by the hooks' own pack functions (not torch's holder lists),
+`--replay-now` reruns from the inputs the call received under a plain
+`torch.autograd.graph.saved_tensors_hooks`, and ops are recorded by a `TorchDispatchMode`.
+What is present is found by feature tests, never by version numbers: a missing internal is
+reported with the reason, and the calls that would need it get `error` verdicts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
+import itertools
 import os
+import random
 import sys
 import sysconfig
 import threading
 import time
 import types
 import weakref
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 import torch.utils.checkpoint as _cp
@@ -124,7 +136,6 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
     """The user functions a checkpointed callable runs (code file, first line, qualname)."""
     if fn is None or depth > 6:
         return []
-    import functools
     if isinstance(fn, functools.partial):
         return targets_of(fn.func, depth + 1)
     if isinstance(fn, torch.nn.Module):
@@ -153,8 +164,7 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
             return [_code_target(code)]
         # A closure made inside torch (checkpoint_sequential's run_function, the
         # checkpoint_wrapper kwargs packer): look at what it closes over.
-        cells = dict(zip(code.co_freevars, (c.cell_contents for c in (fn.__closure__ or ())
-                                             if _cell_ok(c))))
+        cells = _closure_values(fn)
         if {"functions", "start", "end"} <= cells.keys():
             funcs = cells["functions"]
             chosen = list(funcs)[cells["start"]:cells["end"] + 1]
@@ -174,16 +184,18 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
     return []
 
 
-def _cell_ok(cell) -> bool:
-    try:
-        cell.cell_contents
-        return True
-    except ValueError:
-        return False
+def _closure_values(fn) -> dict[str, Any]:
+    """The values a function closes over, by name (cells not yet filled are left out)."""
+    values = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return values
 
 
 def module_of(fn: Any):
-    import functools
     while isinstance(fn, functools.partial):
         fn = fn.func
     if isinstance(fn, torch.nn.Module):
@@ -253,7 +265,6 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
 
 
 def _is_graph_module(fn) -> bool:
-    import functools
     while isinstance(fn, functools.partial):
         fn = fn.func
     fx = getattr(torch, "fx", None)
@@ -338,7 +349,6 @@ class _rng_fork_for:
         self.fork = torch.random.fork_rng(devices=devices, device_type=device_type)
 
     def __enter__(self):
-        import random
         self.py_state = random.getstate()
         numpy = sys.modules.get("numpy")
         self.np_state = numpy.random.get_state() if numpy is not None else None
@@ -346,7 +356,6 @@ class _rng_fork_for:
         return self
 
     def __exit__(self, *exc):
-        import random
         try:
             return self.fork.__exit__(*exc)
         finally:
@@ -356,239 +365,62 @@ class _rng_fork_for:
                 numpy.random.set_state(self.np_state)
 
 
-# --------------------------------------------------------------------------- non-reentrant
+def _watching_pack(pack: Callable, call: CheckpointCall, phase: str) -> Callable:
+    """torch's pack hook of one pass, showing each saved tensor to the observers first,
+    numbered in pack order. Torch's own markers on its hook (such as `_checkpoint_internal`,
+    which tells torch's hooks from the user's since 2.14) are carried over."""
+    index = itertools.count()
 
-def _install_non_reentrant():
-    OrigFrame = _cp._CheckpointFrame
-    OrigHook = _cp._checkpoint_hook
-    OrigRecomp = _cp._recomputation_hook
-    OrigGen = _cp._checkpoint_without_reentrant_generator
+    def watched(x):
+        _saved(call, phase, next(index), x)
+        return pack(x)
 
-    class WatchedFrame(OrigFrame):
-        def __init__(self, recompute_fn, *rest, **kw):
-            super().__init__(recompute_fn, *rest, **kw)
-            self._ckptlint_call = None
-            self._ckptlint_hooked = False
-            try:
-                caller = sys._getframe(1)
-                local = caller.f_locals
-                fn = local.get("fn")
-                args = tuple(local.get("args") or ())
-                preserve = local.get("preserve_rng_state", True)
-                if fn is None:
-                    cells = dict(zip(recompute_fn.__code__.co_freevars,
-                                     (c.cell_contents for c in recompute_fn.__closure__ or ()
-                                      if _cell_ok(c))))
-                    fn = cells.get("fn")
-                grad = torch.is_grad_enabled()
-                self._ckptlint_call = new_call("non-reentrant", fn, args, preserve, grad,
-                                               caller.f_back, kwargs=local.get("kwargs"))
-                if self._ckptlint_call is not None and not grad and REPLAY_NOW:
-                    self._ckptlint_call.scratch["_args"] = args
-                _state.last_frame = weakref.ref(self)   # weak: never keep inputs alive
-            except Exception as exc:
-                _report_observer_failure(self, "frame", exc)
-
-    class WatchedHook(OrigHook):
-        def __init__(self, frame):
-            super().__init__(frame)
-            self._ckptlint_frame = frame
-            self._ckptlint_scope = None
-            call = getattr(frame, "_ckptlint_call", None)
-            if call is None:
-                return
-            frame._ckptlint_hooked = True
-            orig_pack = self.pack_hook
-
-            def pack_hook(x):
-                index = len(frame.weak_holders)
-                _saved(call, "forward", index, x)
-                return orig_pack(x)
-
-            self.pack_hook = pack_hook
-
-        def __enter__(self):
-            super().__enter__()
-            call = getattr(self._ckptlint_frame, "_ckptlint_call", None)
-            if call is not None:
-                self._ckptlint_scope = PassScope(call, "forward").start()
-
-        def __exit__(self, exc_type, exc, tb):
-            if self._ckptlint_scope is not None:
-                self._ckptlint_scope.end(exc)
-            result = super().__exit__(exc_type, exc, tb)
-            if REPLAY_NOW and exc_type is None and self._ckptlint_scope is not None:
-                _replay_now_non_reentrant(self._ckptlint_frame)
-            return result
-
-    class WatchedRecomputation(OrigRecomp):
-        def __init__(self, target_frame_ref, gid, *rest, **kw):
-            super().__init__(target_frame_ref, gid, *rest, **kw)
-            frame = target_frame_ref()
-            self._ckptlint_call = call = getattr(frame, "_ckptlint_call", None)
-            self._ckptlint_scope = None
-            if call is None:
-                return
-            orig_pack = self.pack_hook
-
-            def pack_hook(x):
-                _saved(call, "replay", frame.recomp_counter[gid], x)
-                return orig_pack(x)
-
-            self.pack_hook = pack_hook
-
-        def __enter__(self):
-            super().__enter__()
-            if self._ckptlint_call is not None:
-                self._ckptlint_scope = PassScope(self._ckptlint_call, "replay").start()
-
-        def __exit__(self, exc_type, exc, tb):
-            if self._ckptlint_scope is not None:
-                early = exc_type is not None and issubclass(exc_type, _cp._StopRecomputationError)
-                self._ckptlint_scope.end(None if early else exc, early_stopped=early)
-            return super().__exit__(exc_type, exc, tb)
-
-    class GenWrapper:
-        """Wraps the non-reentrant generator to see a no-grad forward (and rerun it for
-        --replay-now)."""
-
-        def __init__(self, inner):
-            self.inner, self.step, self.scope, self.frame = inner, 0, None, None
-
-        def __iter__(self):
-            return self
-
-        def __next__(self):
-            return self.send(None)
-
-        def send(self, value):
-            if self.step == 0:
-                self.step = 1
-                _state.last_frame = None
-                result = self.inner.send(value)
-                ref = getattr(_state, "last_frame", None)
-                _state.last_frame = None
-                frame = ref() if ref is not None else None
-                call = getattr(frame, "_ckptlint_call", None)
-                if call is not None and not frame._ckptlint_hooked:
-                    self.frame = frame
-                    self.scope = PassScope(call, "forward").start()
-                return result
-            if self.scope is not None:
-                self.scope.end(None)
-                self.scope = None
-                if REPLAY_NOW:
-                    _replay_now_no_grad(self.frame)
-            return self.inner.send(value)
-
-        def throw(self, *exc):
-            if self.scope is not None:
-                self.scope.end(exc[1] if len(exc) > 1 else exc[0])
-                self.scope = None
-            return self.inner.throw(*exc)
-
-        def close(self):
-            return self.inner.close()
-
-    def watched_generator(*args, **kwargs):
-        return GenWrapper(OrigGen(*args, **kwargs))
-
-    _cp._CheckpointFrame = WatchedFrame
-    _cp._checkpoint_hook = WatchedHook
-    _cp._recomputation_hook = WatchedRecomputation
-    # Only `checkpoint()` looks this name up at call time; it shows us no-grad forwards,
-    # which install no saved-tensor hooks (composable checkpoint binds its own copy).
-    _cp._checkpoint_without_reentrant_generator = watched_generator
+    watched.__dict__.update({k: v for k, v in getattr(pack, "__dict__", {}).items()
+                             if not k.startswith("__")})
+    return watched
 
 
-def _replay_now_non_reentrant(frame):
-    call = frame._ckptlint_call
-    counter = [0]
+def _keep_for_replay_now(call: CheckpointCall, fn, args, kwargs) -> None:
+    """What --replay-now reruns: the checkpointed function, its inputs, and (when the call
+    preserves RNG state) the random state its forward starts from."""
+    rng = _capture_rng(args) if call.preserve_rng_state else None
+    call.scratch["replay_now"] = (fn, tuple(args), dict(kwargs or {}), rng)
+
+
+def _replay_now(call: CheckpointCall, grad: bool) -> None:
+    """--replay-now: run the checkpointed function again right after its forward, from the
+    inputs and random state it started from, as a "replay_now" pass (with gradients on, its
+    saved tensors too, seen through a plain saved_tensors_hooks). Every random stream is
+    forked around it, so the program draws the numbers it would have drawn."""
+    kept = call.scratch.pop("replay_now", None)
+    if kept is None:
+        return
+    fn, args, kwargs, rng = kept
+    index = itertools.count()
 
     def pack(x):
-        _saved(call, "replay_now", counter[0], x)
-        counter[0] += 1
+        _saved(call, "replay_now", next(index), x)
         return x
 
     try:
-        args = frame.get_inputs()
-        scope = PassScope(call, "replay_now")
-        error = None
-        with _rng_fork_for(args), torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
-            scope.start()
-            try:
-                with torch.enable_grad():
-                    frame.recompute_fn(*args)
-            except Exception as exc:
-                error = exc
-            finally:
-                scope.end(error)
-    except Exception as exc:
-        _report_observer_failure(frame, "replay_now", exc)
-
-
-def _replay_now_no_grad(frame):
-    call = frame._ckptlint_call
-    args = call.scratch.pop("_args", None)
-    if args is None:
-        return
-    try:
+        saves = (torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x) if grad
+                 else contextlib.nullcontext())
         scope = PassScope(call, "replay_now")
         error = None
         with _rng_fork_for(args):
-            scope.start()
-            try:
-                with torch.no_grad():
-                    frame.recompute_fn(*args)
-            except Exception as exc:
-                error = exc
-            finally:
-                scope.end(error)
-    except Exception as exc:
-        _report_observer_failure(frame, "replay_now", exc)
-
-
-# --------------------------------------------------------------------------- reentrant
-
-class _ReentrantRunner:
-    """Stands in for `run_function` inside CheckpointFunction: first call is the forward."""
-
-    def __init__(self, call: CheckpointCall, fn):
-        self.call, self.fn, self.calls = call, fn, 0
-
-    def __call__(self, *args):
-        self.calls += 1
-        phase = "forward" if self.calls == 1 else "replay"
-        rng = None
-        if phase == "forward" and REPLAY_NOW:
-            rng = _capture_rng(args)
-        scope = PassScope(self.call, phase).start()
-        try:
-            out = self.fn(*args)
-        except BaseException as exc:
-            scope.end(exc)
-            raise
-        scope.end(None)
-        if rng is not None:
-            self._replay_now(args, rng)
-        return out
-
-    def _replay_now(self, args, rng):
-        try:
-            with _rng_fork_for(args):
-                if self.call.preserve_rng_state:
-                    _restore_rng(rng)
-                scope = PassScope(self.call, "replay_now").start()
-                error = None
+            if rng is not None:
+                _restore_rng(rng)
+            with saves:
+                scope.start()
                 try:
-                    with torch.no_grad():
-                        self.fn(*args)
+                    with torch.enable_grad() if grad else torch.no_grad():
+                        fn(*args, **kwargs)
                 except Exception as exc:
                     error = exc
                 finally:
                     scope.end(error)
-        except Exception as exc:
-            _report_observer_failure(self, "replay_now", exc)
+    except Exception as exc:
+        _report_observer_failure(call, "replay_now", exc)
 
 
 def _capture_rng(args):
@@ -605,22 +437,371 @@ def _restore_rng(rng):
     cpu, devices, states, device_type = rng
     torch.set_rng_state(cpu)
     if devices:
-        _cp.set_device_states(devices, states, device_type=device_type)
+        if "device_type" in _parameters(_cp.set_device_states):
+            _cp.set_device_states(devices, states, device_type=device_type)
+        else:   # torch 2.4 infers the device type from the states
+            _cp.set_device_states(devices, states)
 
 
-def _install_reentrant():
-    Orig = _cp.CheckpointFunction
+# --------------------------------------------------------------------------- feature tests
+#
+# Each `_needs_*` function returns None when this torch provides an internal the way its hook
+# uses it, else what is missing (a phrase completing "torch X lacks ..."). They read torch's
+# code objects (which names a function looks up when it runs), never version numbers.
 
-    class WatchedCheckpointFunction(Orig):
+def _nested_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a code object and the functions nested in it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _nested_names(const)
+    return names
+
+
+def _checkpoint_module_function(name: str):
+    """The function of torch.utils.checkpoint bound to `name` (decorators unwrapped), else None."""
+    value = getattr(_cp, name, None)
+    if value is None or not callable(value):
+        return None
+    try:
+        value = inspect.unwrap(value)
+    except ValueError:
+        return None
+    if getattr(value, "__module__", None) != _cp.__name__ or not hasattr(value, "__code__"):
+        return None
+    return value
+
+
+def _names_run_by(entry, depth: int = 4) -> set[str]:
+    """Every name that `entry` looks up when it runs, following its calls into other functions
+    of torch.utils.checkpoint (since torch 2.14 `checkpoint` hands its work to
+    `_checkpoint_impl`, which is where `CheckpointFunction` is looked up)."""
+    names: set[str] = set()
+    seen: set[types.CodeType] = set()
+    todo = [(entry, 0)]
+    while todo:
+        function, level = todo.pop()
+        if function.__code__ in seen:
+            continue
+        seen.add(function.__code__)
+        found = _nested_names(function.__code__)
+        names |= found
+        if level < depth:
+            todo.extend((callee, level + 1) for callee in map(_checkpoint_module_function, found)
+                        if callee is not None)
+    return names
+
+
+def _names_run_by_checkpoint() -> set[str]:
+    entry = _checkpoint_module_function("checkpoint")
+    return _names_run_by(entry) if entry is not None else set()
+
+
+def _frame_builders() -> list[tuple[str, Any]]:
+    """(name, function) of each generator in torch.utils.checkpoint that builds a
+    `_CheckpointFrame`: the non-reentrant forward."""
+    found = []
+    for name in sorted(vars(_cp)):
+        function = _checkpoint_module_function(name)
+        if function is not None and function.__code__.co_flags & inspect.CO_GENERATOR \
+                and "_CheckpointFrame" in _nested_names(function.__code__):
+            found.append((name, function))
+    return found
+
+
+def _parameters(function) -> list[str]:
+    try:
+        return list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _is_saved_tensors_hooks(cls) -> bool:
+    """A subclass of torch.autograd.graph.saved_tensors_hooks, whose `__enter__` installs the
+    instance's `pack_hook` (so a hook that replaces it sees every saved tensor)."""
+    base = getattr(torch.autograd.graph, "saved_tensors_hooks", None)
+    return (isinstance(base, type) and isinstance(cls, type) and issubclass(cls, base)
+            and "pack_hook" in _nested_names(base.__enter__.__code__))
+
+
+def _needs_frame() -> str | None:
+    if not isinstance(getattr(_cp, "_CheckpointFrame", None), type):
+        return "`_CheckpointFrame`"
+    builders = _frame_builders()
+    if not builders:
+        return "call-time lookup of `_CheckpointFrame` in a generator"
+    if "_CheckpointFrame" not in _names_run_by_checkpoint():
+        return "a `checkpoint` that builds `_CheckpointFrame`"
+    for name, function in builders:
+        if not {"fn", "args", "preserve_rng_state"} <= set(function.__code__.co_varnames):
+            return f"the locals `fn`, `args` and `preserve_rng_state` of `{name}`"
+    return None
+
+
+def _needs_forward_hook() -> str | None:
+    hook = getattr(_cp, "_checkpoint_hook", None)
+    if not _is_saved_tensors_hooks(hook):
+        return "a `_checkpoint_hook` built on `saved_tensors_hooks`"
+    if _parameters(hook.__init__)[:2] != ["self", "frame"]:
+        return "`_checkpoint_hook(frame)`"
+    builders = _frame_builders()
+    if not builders or not all("_checkpoint_hook" in _nested_names(function.__code__)
+                               for _, function in builders):
+        return "call-time lookup of `_checkpoint_hook` where `_CheckpointFrame` is built"
+    return None
+
+
+def _needs_replay_hook() -> str | None:
+    hook = getattr(_cp, "_recomputation_hook", None)
+    if not _is_saved_tensors_hooks(hook):
+        return "a `_recomputation_hook` built on `saved_tensors_hooks`"
+    if _parameters(hook.__init__)[:3] != ["self", "target_frame_ref", "gid"]:
+        return "`_recomputation_hook(target_frame_ref, gid)`"
+    forward = getattr(_cp, "_checkpoint_hook", None)
+    if not isinstance(forward, type) or \
+            "_recomputation_hook" not in _nested_names(forward.__init__.__code__):
+        return "call-time lookup of `_recomputation_hook` in `_checkpoint_hook`"
+    if not isinstance(getattr(_cp, "_StopRecomputationError", None), type):
+        return "`_StopRecomputationError` (how a replay that stops early ends)"
+    return None
+
+
+def _needs_no_grad_forwards() -> str | None:
+    builders = _frame_builders()
+    if not builders:
+        return "a generator that builds `_CheckpointFrame`"
+    if not {name for name, _ in builders} & _names_run_by_checkpoint():
+        return "call-time lookup of the generator that builds `_CheckpointFrame` in `checkpoint`"
+    return None
+
+
+def _needs_checkpoint_function() -> str | None:
+    cf = getattr(_cp, "CheckpointFunction", None)
+    if not (isinstance(cf, type) and issubclass(cf, torch.autograd.Function)):
+        return "a `CheckpointFunction` (torch.autograd.Function)"
+    if _parameters(cf.forward)[:3] != ["ctx", "run_function", "preserve_rng_state"]:
+        return "a CheckpointFunction(ctx, run_function, preserve_rng_state, *args)"
+    if "CheckpointFunction" not in _names_run_by_checkpoint():
+        return "call-time lookup of `CheckpointFunction` in `checkpoint`"
+    return None
+
+
+def _needs_dispatch_mode() -> str | None:
+    try:
+        from torch.utils._python_dispatch import (  # noqa: F401
+            TorchDispatchMode,
+            _disable_current_modes,
+        )
+    except ImportError:
+        return "`TorchDispatchMode` (how ops are recorded)"
+    return None
+
+
+# --------------------------------------------------------------------------- the hooks
+#
+# Each `_hook_*` function installs one hook and returns what it replaced, as
+# [(name in torch.utils.checkpoint, original)], so that a mode whose hooks do not all install
+# is put back as it was.
+
+def _replace(name: str, value) -> list[tuple[str, Any]]:
+    original = getattr(_cp, name)
+    setattr(_cp, name, value)
+    return [(name, original)]
+
+
+def _hook_frame() -> list[tuple[str, Any]]:
+    """`_CheckpointFrame`: a non-reentrant call begins. Its builder (the generator) holds the
+    checkpointed function, its inputs and `preserve_rng_state` as local variables."""
+    Original = _cp._CheckpointFrame
+
+    class WatchedFrame(Original):
+        def __init__(self, recompute_fn, *rest, **kw):
+            super().__init__(recompute_fn, *rest, **kw)
+            self._ckptlint_call = None
+            self._ckptlint_hooked = False
+            try:
+                self._ckptlint_call = _begin_non_reentrant(sys._getframe(1), recompute_fn)
+                _state.last_frame = weakref.ref(self)   # weak: never keep inputs alive
+            except Exception as exc:
+                _report_observer_failure(self, "frame", exc)
+
+    WatchedFrame.__name__ = WatchedFrame.__qualname__ = Original.__name__
+    return _replace("_CheckpointFrame", WatchedFrame)
+
+
+def _begin_non_reentrant(builder: types.FrameType, recompute_fn) -> CheckpointCall | None:
+    local = builder.f_locals
+    fn = local.get("fn")
+    if fn is None:
+        fn = _closure_values(recompute_fn).get("fn")
+    args = tuple(local.get("args") or ())
+    kwargs = local.get("kwargs")
+    call = new_call("non-reentrant", fn, args, local.get("preserve_rng_state", True),
+                    torch.is_grad_enabled(), builder.f_back, kwargs=kwargs)
+    if call is not None and REPLAY_NOW:
+        _keep_for_replay_now(call, fn, args, kwargs)
+    return call
+
+
+def _hook_forward() -> list[tuple[str, Any]]:
+    """`_checkpoint_hook`: the forward pass of a call with gradients on, and what it saves."""
+    Original = _cp._checkpoint_hook
+
+    class WatchedHook(Original):
+        def __init__(self, frame, *rest, **kw):
+            super().__init__(frame, *rest, **kw)
+            self._ckptlint_scope = None
+            self._ckptlint_call = call = getattr(frame, "_ckptlint_call", None)
+            if call is not None:
+                frame._ckptlint_hooked = True
+                self.pack_hook = _watching_pack(self.pack_hook, call, "forward")
+
+        def __enter__(self):
+            result = super().__enter__()
+            if self._ckptlint_call is not None:
+                self._ckptlint_scope = PassScope(self._ckptlint_call, "forward").start()
+            return result
+
+        def __exit__(self, exc_type, exc, tb):
+            if self._ckptlint_scope is not None:
+                self._ckptlint_scope.end(exc)
+            result = super().__exit__(exc_type, exc, tb)
+            if REPLAY_NOW and exc_type is None and self._ckptlint_scope is not None:
+                _replay_now(self._ckptlint_call, grad=True)
+            return result
+
+    WatchedHook.__name__ = WatchedHook.__qualname__ = Original.__name__
+    return _replace("_checkpoint_hook", WatchedHook)
+
+
+def _hook_replay() -> list[tuple[str, Any]]:
+    """`_recomputation_hook`: the replay during backward, what it saves, and whether it
+    stopped early (after the last tensor the forward saved)."""
+    Original = _cp._recomputation_hook
+    StopRecomputation = _cp._StopRecomputationError
+
+    class WatchedRecomputation(Original):
+        def __init__(self, target_frame_ref, gid, *rest, **kw):
+            super().__init__(target_frame_ref, gid, *rest, **kw)
+            self._ckptlint_scope = None
+            self._ckptlint_call = call = getattr(target_frame_ref(), "_ckptlint_call", None)
+            if call is not None:
+                self.pack_hook = _watching_pack(self.pack_hook, call, "replay")
+
+        def __enter__(self):
+            result = super().__enter__()
+            if self._ckptlint_call is not None:
+                self._ckptlint_scope = PassScope(self._ckptlint_call, "replay").start()
+            return result
+
+        def __exit__(self, exc_type, exc, tb):
+            if self._ckptlint_scope is not None:
+                early = exc_type is not None and issubclass(exc_type, StopRecomputation)
+                self._ckptlint_scope.end(None if early else exc, early_stopped=early)
+            return super().__exit__(exc_type, exc, tb)
+
+    WatchedRecomputation.__name__ = WatchedRecomputation.__qualname__ = Original.__name__
+    return _replace("_recomputation_hook", WatchedRecomputation)
+
+
+def _hook_no_grad_forwards() -> list[tuple[str, Any]]:
+    """The generator that builds `_CheckpointFrame`: a forward under no_grad enters no
+    saved-tensor hook, so only the generator shows where it starts and ends."""
+    replaced: list[tuple[str, Any]] = []
+    for name, _ in _frame_builders():
+        replaced += _replace(name, _watching_generator(getattr(_cp, name)))
+    return replaced
+
+
+def _watching_generator(original):
+    @functools.wraps(original)
+    def watched(*args, **kwargs):
+        return _NoGradForward(original(*args, **kwargs))
+    return watched
+
+
+class _NoGradForward:
+    """Wraps the non-reentrant generator: its first step builds the frame and, with
+    gradients off, runs no hook, so the forward is bracketed here (and rerun for
+    --replay-now)."""
+
+    def __init__(self, inner):
+        self.inner, self.started, self.scope, self.call = inner, False, None, None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.send(None)
+
+    def send(self, value):
+        if not self.started:
+            self.started = True
+            _state.last_frame = None
+            result = self.inner.send(value)
+            ref = getattr(_state, "last_frame", None)
+            _state.last_frame = None
+            frame = ref() if ref is not None else None
+            call = getattr(frame, "_ckptlint_call", None)
+            if call is not None and not frame._ckptlint_hooked:
+                self.call = call
+                self.scope = PassScope(call, "forward").start()
+            return result
+        if self.scope is not None:
+            self.scope.end(None)
+            self.scope = None
+            if REPLAY_NOW:
+                _replay_now(self.call, grad=False)
+        return self.inner.send(value)
+
+    def throw(self, *exc):
+        if self.scope is not None:
+            self.scope.end(exc[1] if len(exc) > 1 else exc[0])
+            self.scope = None
+        return self.inner.throw(*exc)
+
+    def close(self):
+        return self.inner.close()
+
+
+class _ReentrantRunner:
+    """Stands in for `run_function` inside CheckpointFunction: first call is the forward."""
+
+    def __init__(self, call: CheckpointCall, fn):
+        self.call, self.fn, self.calls = call, fn, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        phase = "forward" if self.calls == 1 else "replay"
+        if phase == "forward" and REPLAY_NOW:
+            _keep_for_replay_now(self.call, self.fn, args, None)
+        scope = PassScope(self.call, phase).start()
+        try:
+            out = self.fn(*args)
+        except BaseException as exc:
+            scope.end(exc)
+            raise
+        scope.end(None)
+        if phase == "forward" and REPLAY_NOW:
+            _replay_now(self.call, grad=False)
+        return out
+
+
+def _hook_checkpoint_function() -> list[tuple[str, Any]]:
+    """`CheckpointFunction`: a reentrant call; its `run_function` runs the forward (under
+    no_grad) and, during backward, the replay."""
+    Original = _cp.CheckpointFunction
+
+    class WatchedCheckpointFunction(Original):
         @staticmethod
         def forward(ctx, run_function, preserve_rng_state, *args):
             grad = getattr(_state, "grad_before_apply", True)
             call = new_call("reentrant", run_function, args, preserve_rng_state, grad,
                             sys._getframe(1))
             if call is None:
-                return Orig.forward(ctx, run_function, preserve_rng_state, *args)
-            return Orig.forward(ctx, _ReentrantRunner(call, run_function),
-                                preserve_rng_state, *args)
+                return Original.forward(ctx, run_function, preserve_rng_state, *args)
+            return Original.forward(ctx, _ReentrantRunner(call, run_function),
+                                    preserve_rng_state, *args)
 
         @classmethod
         def apply(cls, *args, **kwargs):
@@ -629,93 +810,98 @@ def _install_reentrant():
 
     WatchedCheckpointFunction.__name__ = "CheckpointFunction"
     WatchedCheckpointFunction.__qualname__ = "CheckpointFunction"
-    _cp.CheckpointFunction = WatchedCheckpointFunction
+    return _replace("CheckpointFunction", WatchedCheckpointFunction)
 
 
 # --------------------------------------------------------------------------- detection
 
-def _nested_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _nested_names(const)
-    return names
+@dataclass(frozen=True)
+class Hook:
+    """One internal: which calls need it, its feature test, how it is installed. Without an
+    optional hook less is seen (`limit` says what), and nothing is reported as an error."""
+
+    mode: str
+    needs: Callable[[], str | None]
+    install: Callable[[], list[tuple[str, Any]]]
+    limit: str | None = None
+
+
+HOOKS = (
+    Hook("non-reentrant", _needs_frame, _hook_frame),
+    Hook("non-reentrant", _needs_forward_hook, _hook_forward),
+    Hook("non-reentrant", _needs_replay_hook, _hook_replay),
+    Hook("non-reentrant", _needs_no_grad_forwards, _hook_no_grad_forwards,
+         limit="non-reentrant forwards under no_grad (and their --replay-now)"),
+    Hook("reentrant", _needs_checkpoint_function, _hook_checkpoint_function),
+)
+MODES = ("non-reentrant", "reentrant")
+
+
+def _missing(hook: Hook) -> str | None:
+    try:
+        return hook.needs()
+    except Exception as exc:   # a torch too different to even inspect
+        return f"{hook.needs.__name__[len('_needs_'):]} ({exc!r})"
 
 
 def detect() -> tuple[dict[str, Any], dict[str, str]]:
-    """What this torch provides for the hooks; reasons for whatever is missing."""
-    features: dict[str, Any] = {"torch": torch.__version__}
-    errors: dict[str, str] = {}
-    missing = []
-    gen = getattr(_cp, "_checkpoint_without_reentrant_generator", None)
-    hook = getattr(_cp, "_checkpoint_hook", None)
-    recomp = getattr(_cp, "_recomputation_hook", None)
-    frame_cls = getattr(_cp, "_CheckpointFrame", None)
-    base = getattr(torch.autograd.graph, "saved_tensors_hooks", None)
-    for name, value in (("_checkpoint_without_reentrant_generator", gen),
-                        ("_checkpoint_hook", hook), ("_recomputation_hook", recomp),
-                        ("_CheckpointFrame", frame_cls)):
-        if value is None:
-            missing.append(name)
-    if not missing:
-        gen_names = _nested_names(gen.__code__)
-        hook_names = _nested_names(hook.__init__.__code__)
-        if not {"_CheckpointFrame", "_checkpoint_hook"} <= gen_names:
-            missing.append("call-time lookup of _CheckpointFrame/_checkpoint_hook in the generator")
-        if "_recomputation_hook" not in hook_names:
-            missing.append("call-time lookup of _recomputation_hook in _checkpoint_hook")
-        if base is None or not (isinstance(hook, type) and issubclass(hook, base)
-                                and issubclass(recomp, base)):
-            missing.append("saved_tensors_hooks-based _checkpoint_hook")
-        if "fn" not in gen.__code__.co_varnames:
-            missing.append("`fn` argument of the non-reentrant generator")
-    if missing:
-        errors["non-reentrant"] = (f"torch {torch.__version__} lacks the non-reentrant checkpoint "
-                                   f"internals ckptlint hooks: {', '.join(missing)}")
-    features["non-reentrant"] = not missing
+    """What this torch provides for the hooks; for each mode that cannot be watched, why.
 
-    cf = getattr(_cp, "CheckpointFunction", None)
-    checkpoint_fn = getattr(_cp, "checkpoint", None)
-    if checkpoint_fn is not None:
-        import inspect
-        checkpoint_fn = inspect.unwrap(checkpoint_fn)
-    ok = (isinstance(cf, type) and issubclass(cf, torch.autograd.Function)
-          and checkpoint_fn is not None and "CheckpointFunction" in checkpoint_fn.__code__.co_names
-          and cf.forward.__code__.co_varnames[:3] == ("ctx", "run_function", "preserve_rng_state"))
-    if not ok:
-        errors["reentrant"] = (f"torch {torch.__version__} lacks a CheckpointFunction(ctx, "
-                               "run_function, preserve_rng_state, *args) looked up at call time")
-    features["reentrant"] = ok
-    try:
-        from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
-        features["dispatch_mode"] = True
-    except ImportError:
-        features["dispatch_mode"] = False
-        errors.setdefault("non-reentrant", "torch lacks TorchDispatchMode")
-        errors.setdefault("reentrant", "torch lacks TorchDispatchMode")
+    features: {"torch": version, "non-reentrant": bool, "reentrant": bool,
+               "dispatch_mode": bool, "limits": {what is not seen: why}}"""
+    features: dict[str, Any] = {"torch": torch.__version__, "limits": {}}
+    errors: dict[str, str] = {}
+    dispatch = _needs_dispatch_mode()
+    features["dispatch_mode"] = dispatch is None
+    for mode in MODES:
+        reasons = []
+        for hook in HOOKS:
+            if hook.mode != mode:
+                continue
+            reason = _missing(hook)
+            if reason is not None and hook.limit is None:
+                reasons.append(reason)
+            elif reason is not None:
+                features["limits"][hook.limit] = f"torch {torch.__version__} lacks {reason}"
+        if dispatch is not None:
+            reasons.append(dispatch)
+        features[mode] = not reasons
+        if reasons:
+            errors[mode] = (f"torch {torch.__version__} lacks the {mode} checkpoint internals "
+                            f"ckptlint hooks: {'; '.join(reasons)}")
     return features, errors
 
 
 def install(replay_now: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
-    """Detect and patch; idempotent. Returns (features, errors by mode)."""
+    """Detect and hook; idempotent. Returns (features, errors by mode)."""
     global _installed, REPLAY_NOW, FEATURES, ERRORS
     if _installed:
         return FEATURES, ERRORS
     _installed = True
     REPLAY_NOW = replay_now
     FEATURES, ERRORS = detect()
-    if FEATURES.get("non-reentrant") and FEATURES.get("dispatch_mode"):
-        try:
-            _install_non_reentrant()
-        except Exception as exc:
-            ERRORS["non-reentrant"] = f"installing the non-reentrant hooks failed: {exc!r}"
-    if FEATURES.get("reentrant") and FEATURES.get("dispatch_mode"):
-        try:
-            _install_reentrant()
-        except Exception as exc:
-            ERRORS["reentrant"] = f"installing the reentrant hook failed: {exc!r}"
+    for mode in MODES:
+        if FEATURES[mode]:
+            _install_mode(mode)
     _watch_compile()
     return FEATURES, ERRORS
+
+
+def _install_mode(mode: str) -> None:
+    """Every hook of `mode` that this torch provides, or none (a failure puts back what was
+    replaced, and the mode's calls are reported as not watched)."""
+    replaced: list[tuple[str, Any]] = []
+    for hook in HOOKS:
+        if hook.mode != mode or (hook.limit is not None and hook.limit in FEATURES["limits"]):
+            continue
+        try:
+            replaced += hook.install()
+        except Exception as exc:
+            for name, original in reversed(replaced):
+                setattr(_cp, name, original)
+            FEATURES[mode] = False
+            ERRORS[mode] = f"installing the {mode} hooks failed at {hook.install.__name__}: {exc!r}"
+            return
 
 
 def _watch_compile():

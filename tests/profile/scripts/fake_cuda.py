@@ -6,6 +6,9 @@ import sys
 import time
 
 import torch
+# torch 2.4's dynamo (loaded by the first checkpoint call) checks, when it loads, that
+# torch.cuda.Event derives from its event base class: load it before the fake replaces it.
+import torch._dynamo  # noqa: F401
 from torch.utils.checkpoint import checkpoint
 
 from ckptlint.dynamic.profile import observer as profile_observer
