@@ -183,7 +183,7 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "wrappers": ("wrappers.py", (), ()),
     "wrappers_reentrant": ("wrappers.py", ("reentrant",), ()),
     "compiled": ("compiled.py", (), ()),
-    "timeout": ("sleeper.py", (), ("--timeout", "20", "--progress-every", "2")),
+    "timeout": ("sleeper.py", (), ("--timeout", "60", "--progress-every", "2")),
     "forked_workers": ("forked_workers.py", (), ()),
     "late_divergence": ("many_calls.py", ("200", "150"), ()),
 }

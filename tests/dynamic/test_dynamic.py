@@ -241,7 +241,7 @@ def test_timeout_stops_the_command(runs):
     r = runs["timeout"]
     assert r.rc == 2
     assert "stopped at the time limit" in r.stderr
-    assert r.seconds < 60
+    assert r.seconds < 120  # the limit (60 s, room for a slow torch import) and the grace period
     assert "1 checkpoint sites seen, 1 calls watched" in r.stderr   # progress lines
 
 
