@@ -159,9 +159,9 @@ RULES: dict[str, RuleInfo] = {
                  "mutation of outer state, in-place buffer updates, logging (they happen again "
                  "on replay)",
                  STATE.with_fields(
-                     {"effect": OneOf(("write", "running-stats", "output")),
+                     {"effect": OneOf(("write", "running-stats", "output", "io")),
                       "grad_guarded": BOOL},
-                     {"write": OneOf(("assign", "augassign", "item", "del", "method")),
+                     {"write": OneOf(("accumulate", "augassign", "item", "del", "method")),
                       "method": STR,
                       "target": OneOf(("attribute", "global", "nonlocal", "module-state")),
                       "enclosing": STR, "module_class": STR})),

@@ -43,7 +43,7 @@ def test_hazard_two_calls_deep_in_another_file_has_the_chain():
     read = by_code[("helpers.py", "CKP201")]
     assert read.chain == ("Block.forward", "Attention.forward", "helpers.scaled_scores")
     assert Path(read.site.filename).name == "model.py" and read.site.row == 15
-    assert "train.py:6" in read.message and "settings.SCALE" in read.message
+    assert "train.py:10" in read.message and "settings.SCALE" in read.message
     assert read.target is not None and read.target.qualname == "Block.forward"
 
 
