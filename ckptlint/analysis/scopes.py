@@ -97,15 +97,18 @@ class Scope:
             scope = scope.parent
         return None
 
-    def lookup(self, name: str) -> list[Binding]:
-        """Bindings that `name` may refer to from this scope (innermost scope that binds it)."""
+    def lookup(self, name: str, live: bool = True) -> list[Binding]:
+        """Bindings that `name` may refer to from this scope (innermost scope that binds it):
+        those live at the end of that scope, or all of them (`live=False`)."""
         if name in self.global_names:
-            return live_bindings(self.module_scope().bindings.get(name, []))
+            found = self.module_scope().bindings.get(name, [])
+            return live_bindings(found) if live else found
         scope: Scope | None = self
         first = True
         while scope is not None:
             if (first or scope.kind != ScopeKind.CLASS) and name in scope.bindings:
-                return live_bindings(scope.bindings[name])
+                found = scope.bindings[name]
+                return live_bindings(found) if live else found
             first = False
             scope = scope.parent
         return []
