@@ -132,12 +132,28 @@ def function_key(qualname: str) -> str:
     return ".".join(parts)
 
 
-# `.attr = `, `.attr[k] += `, `.attr.append(` and the like (`self.attr` is sorted out later).
-def attribute_write_pattern(attr: str) -> re.Pattern[str]:
-    name = re.escape(attr)
-    return re.compile(
-        rf"\.{name}(?:[ \t]*(?:\[[^\]\n]*\][ \t]*)?(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)"
-        rf"|\.\w+\()")
+# `.attr = `, `.attr[k] += `, `.attr.b = `, `.attr.append(` and the like: the attribute
+# (group 1) and, for a method called on it, the method (group 2).
+ASSIGN_OPERATOR = r"(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)"
+ATTRIBUTE_WRITE = re.compile(
+    rf"\.(\w+)(?=[ \t]*(?:\[[^\]\n]*\][ \t]*)?{ASSIGN_OPERATOR}"
+    rf"|\.\w+[ \t]*{ASSIGN_OPERATOR}|\.(\w+)[ \t]*\()")
+OWN_RECEIVER = re.compile(r"(?:^|[^\w.])(?:self|cls)$")
+
+
+def written_attribute_names(text: str) -> set[str]:
+    """Attributes the text may change on an object other than its own `self`/`cls`: a cheap
+    superset, made precise by the file's summary."""
+    found: set[str] = set()
+    for match in ATTRIBUTE_WRITE.finditer(text):
+        method = match.group(2)
+        if method is not None and not is_mutator(method):
+            continue
+        start = match.start()
+        if OWN_RECEIVER.search(text, max(0, start - 5), start):
+            continue
+        found.add(match.group(1))
+    return found
 
 
 class PhaseFinder:
@@ -156,6 +172,7 @@ class PhaseFinder:
         self._naming: dict[str, list[Path]] = {}
         self._functions: dict[tuple[Path, str], When | None] = {}
         self._writes: dict[str, list[tuple[Path, AttributeWrite]]] = {}
+        self._written: dict[str, list[Path]] | None = None
 
     def summary(self, path: Path) -> FileSummary | None:
         if path not in self._summaries:
@@ -357,30 +374,21 @@ class PhaseFinder:
     def attribute_writes(self, attr: str) -> list[tuple[Path, AttributeWrite]]:
         """`R.attr = ...` and the like, with `R` not the writer's own `self`, project-wide."""
         if attr not in self._writes:
-            pattern = attribute_write_pattern(attr)
-            found: list[tuple[Path, AttributeWrite]] = []
-            needle = f".{attr}"
-            for path in self.files():
-                text = self.text(path)
-                if text is None or needle not in text or not self.writes_in_text(
-                        text, pattern):
-                    continue
-                summary = self.summary(path)
-                if summary is not None:
-                    found.extend((path, write) for write in summary.attribute_writes.get(attr, []))
-            self._writes[attr] = found
+            self._writes[attr] = [
+                (path, write) for path in self.written_attributes().get(attr, [])
+                if (summary := self.summary(path)) is not None
+                for write in summary.attribute_writes.get(attr, [])]
         return self._writes[attr]
 
-    @staticmethod
-    def writes_in_text(text: str, pattern: re.Pattern[str]) -> bool:
-        """A cheap test on the text: some match that is not on `self.`/`cls.` itself."""
-        for match in pattern.finditer(text):
-            start = match.start()
-            before = text[max(0, start - 5):start]
-            if match.group(0).endswith("(") and not is_mutator(
-                    match.group(0)[match.group(0).rfind(".") + 1:-1]):
-                continue
-            if re.search(r"(?:^|[^\w.])(?:self|cls)$", before):
-                continue
-            return True
-        return False
+    def written_attributes(self) -> dict[str, list[Path]]:
+        """Attribute name -> the project files whose text may write it on another object:
+        one scan of the project's text per run, whatever the number of attributes asked."""
+        if self._written is None:
+            index: dict[str, list[Path]] = {}
+            for path in self.files():
+                text = self.text(path)
+                if text:
+                    for attr in written_attribute_names(text):
+                        index.setdefault(attr, []).append(path)
+            self._written = index
+        return self._written
