@@ -30,39 +30,24 @@ from pathlib import Path
 
 import libcst as cst
 
+from ckptlint.analysis.changes import ACCUMULATING, ChangeHow
 from ckptlint.analysis.phases import SETUP_METHODS, PhaseFinder, When, function_key
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import ClassInfo, Resolver
 from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind, is_staticmethod
 from ckptlint.analysis.segment import (
     compact,
-    expressions_in,
     import_qualnames,
     is_mutator,
     memo_containers,
+    reads_target,
 )
-from ckptlint.enums import TextEnum
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
 
 SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
                           "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 MAX_PROJECT_FILES = 10000
-
-
-class ChangeHow(TextEnum):
-    """How a statement changes state (findings carry it as `changes[].how`)."""
-
-    REBOUND = "rebound"  # a module-level name assigned
-    REASSIGNED = "reassigned"  # an attribute assigned
-    MUTATED = "mutated in place"  # an item, an attribute below or a mutating method
-    AUGMENTED = "changed by augmented assignment"  # a module-level name's `+=`
-    UPDATED = "updated in place"  # an attribute's `+=`
-    DELETED = "deleted"
-    CALLED = "called"  # a print or log call (CKP401's output, never recorded here)
-
-
-ACCUMULATING = frozenset({ChangeHow.MUTATED, ChangeHow.AUGMENTED, ChangeHow.UPDATED})
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,11 +87,6 @@ class Change:
         if self.module is not None and self.node is not None:
             return self.module.start(self.node).row
         return self.line
-
-
-def reads_target(value: cst.BaseExpression, target: cst.BaseExpression) -> bool:
-    text = compact(target)
-    return any(compact(expr) == text for expr in expressions_in(value))
 
 
 def root_name(expr: cst.BaseExpression) -> cst.Name | None:
@@ -557,7 +537,7 @@ class BindingModel:
                 continue
             if write.classes and not write.classes & family:
                 continue
-            changes.append(Change(path, self.project.display_name(path), ChangeHow(write.how),
+            changes.append(Change(path, self.project.display_name(path), write.how,
                                   write.function, accumulates=write.accumulates,
                                   line=write.row, foreign=True))
         return changes

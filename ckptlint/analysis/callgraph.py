@@ -17,6 +17,7 @@ import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ckptlint.analysis.changes import ChangeHow
 from ckptlint.analysis.segment import CONTAINER_MUTATORS, FRAMEWORK_PACKAGES, is_mutator
 
 FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook",
@@ -71,7 +72,7 @@ class AttributeWrite:
     attr: str
     row: int
     function: str
-    how: str  # a `ChangeHow` value
+    how: ChangeHow
     accumulates: bool
     # What `R` is: "typed" (an instance of one of `classes`), "element" (an element of a
     # collection: of `classes` when known, else of anything) or "unknown".
@@ -153,7 +154,7 @@ class _Function:
     loops: dict[str, ast.expr] = field(default_factory=dict)  # loop variable -> collection
     assigned: dict[str, ast.expr] = field(default_factory=dict)  # local -> value assigned
     # Attribute writes on other objects: (target, how, accumulates, row, isinstance guards).
-    writes: list[tuple[ast.Attribute, str, bool, int, dict[str, set[str]]]] = field(
+    writes: list[tuple[ast.Attribute, ChangeHow, bool, int, dict[str, set[str]]]] = field(
         default_factory=list)
 
 
@@ -261,7 +262,7 @@ class _Summarizer:
             function.backward_rows.append((node.lineno, node))
         if isinstance(func, ast.Attribute) and is_mutator(func.attr) \
                 and isinstance(func.value, ast.Attribute):
-            function.writes.append((func.value, MUTATED_HOW, True, node.lineno, guards))
+            function.writes.append((func.value, ChangeHow.MUTATED, True, node.lineno, guards))
         site = self.call_site(function, func, node.lineno)
         if site is not None:
             self.out.calls.setdefault(site.name, []).append(site)
@@ -334,7 +335,7 @@ class _Summarizer:
         for target, how, accumulates in written_targets(node):
             function.writes.append((target, how, accumulates, node.lineno, guards))
 
-    def add_attribute_write(self, function: _Function, target: ast.Attribute, how: str,
+    def add_attribute_write(self, function: _Function, target: ast.Attribute, how: ChangeHow,
                             accumulates: bool, row: int, guards: dict[str, set[str]]) -> None:
         receiver = target.value
         if isinstance(receiver, ast.Name) and (receiver.id in (function.self_name, "self",
@@ -447,10 +448,7 @@ def called_names(node: ast.AST) -> set[str]:
             for name in [dotted(call.func)] if name}
 
 
-AUGMENTED_HOW, MUTATED_HOW = "updated in place", "mutated in place"
-
-
-def written_targets(node: ast.AST) -> Iterator[tuple[ast.Attribute, str, bool]]:
+def written_targets(node: ast.AST) -> Iterator[tuple[ast.Attribute, ChangeHow, bool]]:
     """(attribute target, how, accumulates) for each attribute a statement changes: `R.a = v`
     (accumulates when `v` reads `R.a`), `R.a += v`, `del R.a`, and `R.a[k] = v`, `R.a.b = v`
     (mutations of `R.a`)."""
@@ -465,23 +463,23 @@ def written_targets(node: ast.AST) -> Iterator[tuple[ast.Attribute, str, bool]]:
                 text = ast.unparse(target)
                 reads_itself = any(isinstance(sub, ast.Attribute) and ast.unparse(sub) == text
                                    for sub in ast.walk(value))
-                yield target, "reassigned", reads_itself
+                yield target, ChangeHow.REASSIGNED, reads_itself
             inner = mutated_attribute(target)
             if inner is not None:
-                yield inner, MUTATED_HOW, True
+                yield inner, ChangeHow.MUTATED, True
     elif isinstance(node, ast.AugAssign):
         if isinstance(node.target, ast.Attribute):
-            yield node.target, AUGMENTED_HOW, True
+            yield node.target, ChangeHow.UPDATED, True
         inner = mutated_attribute(node.target)
         if inner is not None:
-            yield inner, MUTATED_HOW, True
+            yield inner, ChangeHow.MUTATED, True
     elif isinstance(node, ast.Delete):
         for target in node.targets:
             if isinstance(target, ast.Attribute):
-                yield target, "deleted", False
+                yield target, ChangeHow.DELETED, False
             inner = mutated_attribute(target)
             if inner is not None:
-                yield inner, MUTATED_HOW, True
+                yield inner, ChangeHow.MUTATED, True
 
 
 def mutated_attribute(target: ast.expr) -> ast.Attribute | None:

@@ -434,10 +434,7 @@ class Write:
         built from the target's own value (an accumulation, not a plain overwrite)."""
         node = self.node
         value = node.value if isinstance(node, (cst.Assign, cst.AnnAssign)) else None
-        if value is None:
-            return False
-        target = compact(self.target)
-        return any(compact(sub) == target for sub in expressions_in(value))
+        return value is not None and reads_target(value, self.target)
 
     @property
     def accumulates(self) -> bool:
@@ -448,6 +445,12 @@ class Write:
         if self.how == WriteKind.DEL:
             return self.is_item
         return self.reads_itself()
+
+
+def reads_target(value: cst.BaseExpression, target: cst.BaseExpression) -> bool:
+    """Whether `value` reads `target` itself (the same name or attribute chain)."""
+    text = compact(target)
+    return any(compact(expr) == text for expr in expressions_in(value))
 
 
 def expressions_in(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
