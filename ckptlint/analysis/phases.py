@@ -300,9 +300,12 @@ class PhaseFinder:
 
     def hook_registrations(self, path: Path, qualname: str, function: FunctionSummary | None):
         name = qualname.rsplit(".", 1)[-1]
+        # The name among a hook registration's arguments (up to the first `)`: a
+        # `partial(fn, ...)` names `fn` before it), before any file is summarized.
+        registers = re.compile(rf"register_\w*hook\w*\s*\([^)]*\b{re.escape(name)}\b")
         for other in self.files_calling(name):
             text = self.text(other) or ""
-            if "register_" not in text or "hook" not in text:
+            if "register_" not in text or registers.search(text) is None:
                 continue
             summary = self.summary(other)
             if summary is None:
