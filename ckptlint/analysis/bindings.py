@@ -532,7 +532,7 @@ class BindingModel:
         or such instances (`for layer in model.layers: layer.scale = s`)."""
         family = self.lineage(cls)
         changes: list[Change] = []
-        for path, write in self.phases.attribute_writes(attr):
+        for path, write in self.phases.attribute_writes(attr, frozenset(family)):
             if write.receiver == "unknown" or (write.receiver == "typed" and not write.classes):
                 continue
             if write.classes and not write.classes & family:

@@ -156,6 +156,24 @@ def written_attribute_names(text: str) -> set[str]:
     return found
 
 
+def element_write_pattern(attr: str) -> re.Pattern[str]:
+    """`X[k].attr` (group 1 empty) or `name.attr` (group 1: the name) written or mutated."""
+    name = re.escape(attr)
+    return re.compile(rf"(?:\]|\b(\w+))[ \t]*\.{name}(?:[ \t]*(?:\[[^\]\n]*\][ \t]*)?"
+                      rf"{ASSIGN_OPERATOR}|\.\w+)")
+
+
+def element_write(text: str, pattern: re.Pattern[str]) -> bool:
+    """Whether the text may write the attribute on an element of a collection: after a
+    subscript, or on a name some `for` binds."""
+    for match in pattern.finditer(text):
+        receiver = match.group(1)
+        if receiver is None or re.search(
+                rf"\bfor\b[^\n:]*\b{re.escape(receiver)}\b[^\n:]*\bin\b", text):
+            return True
+    return False
+
+
 class PhaseFinder:
     """Phases of functions and rows of the project, answered from `ast` summaries.
 
@@ -171,7 +189,7 @@ class PhaseFinder:
         self._summaries: dict[Path, FileSummary | None] = {}
         self._naming: dict[str, list[Path]] = {}
         self._functions: dict[tuple[Path, str], When | None] = {}
-        self._writes: dict[str, list[tuple[Path, AttributeWrite]]] = {}
+        self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
         self._written: dict[str, list[Path]] | None = None
 
     def summary(self, path: Path) -> FileSummary | None:
@@ -374,14 +392,22 @@ class PhaseFinder:
         return names
 
     # -- writes to other objects' attributes ----------------------------------------------------
-    def attribute_writes(self, attr: str) -> list[tuple[Path, AttributeWrite]]:
-        """`R.attr = ...` and the like, with `R` not the writer's own `self`, project-wide."""
-        if attr not in self._writes:
-            self._writes[attr] = [
+    def attribute_writes(self, attr: str,
+                         classes: frozenset[str]) -> list[tuple[Path, AttributeWrite]]:
+        """`R.attr = ...` and the like, with `R` not the writer's own `self`, project-wide, in
+        the files that may write it on an instance of one of `classes`: those naming one of
+        them (a receiver's class is known only from names in its file) or writing it on an
+        element of a collection (`blocks[0].attr = ...`, `for b in blocks: b.attr = ...`)."""
+        key = (attr, classes)
+        if key not in self._writes:
+            element = element_write_pattern(attr)
+            self._writes[key] = [
                 (path, write) for path in self.written_attributes().get(attr, [])
-                if (summary := self.summary(path)) is not None
+                if (text := self.text(path)) is not None
+                and (any(name in text for name in classes) or element_write(text, element))
+                and (summary := self.summary(path)) is not None
                 for write in summary.attribute_writes.get(attr, [])]
-        return self._writes[attr]
+        return self._writes[key]
 
     def written_attributes(self) -> dict[str, list[Path]]:
         """Attribute name -> the project files whose text may write it on another object:
