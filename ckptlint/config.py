@@ -23,6 +23,9 @@ DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
 # torch, sympy and libcst have under 60,000; analysing 100,000 takes libcst 200-450 MB.
 DEFAULT_MAX_ANALYSIS_NODES = 100_000
 DEFAULT_MIN_BYTES_FREED = 1024 * 1024
+# `state-changes`: which changes of state CKP201/CKP204 report. "runtime": those that can run
+# between a segment's forward and its replay; "any": also those made only in configuration.
+STATE_CHANGES = ("runtime", "any")
 
 
 class ConfigError(Exception):
@@ -53,6 +56,7 @@ class Config:
     # Read from a file the user named (`--config FILE`): its `cache-dir` may point anywhere.
     named_on_command_line: bool = False
     profile_min_bytes_freed: int = DEFAULT_MIN_BYTES_FREED
+    state_changes: str = "runtime"
 
     # -- rule selection ----------------------------------------------------------------
     def enabled_codes(self) -> frozenset[str]:
@@ -97,7 +101,8 @@ class Config:
         return repr((sorted(self.enabled_codes()), self.per_file_ignores,
                      self.checkpoint_functions, self.segment_base_classes,
                      self.transformers_version, self.max_depth, self.max_file_size,
-                     self.max_analysis_nodes, tuple(str(p) for p in self.import_roots)))
+                     self.max_analysis_nodes, tuple(str(p) for p in self.import_roots),
+                     self.state_changes))
 
 
 def apply_layer(enabled: set[str], selectors: tuple[str, ...], ignores: tuple[str, ...]) -> None:
@@ -237,6 +242,8 @@ def parse_table(table: dict[str, Any], path: Path, named_on_command_line: bool =
         settings["checkpoint_functions"] = tuple(entries)
     if "transformers-version" in table:
         settings["transformers_version"] = reader.version("transformers-version")
+    if "state-changes" in table:
+        settings["state_changes"] = reader.choice("state-changes", STATE_CHANGES)
     for key, attr in (("max-depth", "max_depth"), ("max-file-size", "max_file_size"),
                       ("max-analysis-nodes", "max_analysis_nodes"),
                       ("profile-min-bytes-freed", "profile_min_bytes_freed")):
@@ -266,6 +273,7 @@ _KEYS = frozenset({
     "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "src",
     "checkpoint-functions", "segment-base-classes", "transformers-version", "max-depth",
     "max-file-size", "max-analysis-nodes", "cache-dir", "profile-min-bytes-freed",
+    "state-changes",
 })
 
 
@@ -288,6 +296,12 @@ class _Reader:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(key, "a list of strings", value)
         return tuple(value)
+
+    def choice(self, key: str, choices: tuple[str, ...]) -> str:
+        value = self.data[key]
+        if value not in choices:
+            raise self.fail(key, f"one of {', '.join(repr(c) for c in choices)}", value)
+        return value
 
     def table(self, key: str) -> dict[str, Any]:
         value = self.data[key]

@@ -113,8 +113,10 @@ STR, INT, BOOL = Scalar(str), Scalar(int), Scalar(bool)
 PLACE = Obj({"filename": STR, "row": INT})
 MODE = OneOf(tuple(mode.value for mode in SITE_MODES))
 PHASE = OneOf(("segment", "forward", "backward-hook", "step", "configuration"))
+BECAUSE = OneOf(("segment", "forward", "forward-hook", "backward-hook", "training", "uncalled",
+                 "entry-point", "setup", "setter", "between-steps", "module-level"))
 CHANGE = Obj({"filename": STR, "row": INT, "function": Nullable(STR), "phase": PHASE,
-              "how": STR})
+              "how": STR}, {"because": BECAUSE, "via": Nullable(STR)})
 
 # CKP1xx: the checkpoint call itself.
 CALL = Obj({"api": STR, "mode": MODE})

@@ -16,8 +16,9 @@ A template is `str.format` syntax over the data's top-level fields (`{{`/`}}` fo
     ticks   a list as "`a`, `b`"
     join    a list as "a, b"
     at      a {"filename", "row"} object as "file:row"
-    places  a list of changes ({"how", "filename", "row", "function"}) as
-            "rebound at f.py:20 in `step` (and 2 other places)"
+    places  a list of changes ({"how", "filename", "row", "function", "phase", "because",
+            "via"}) as "rebound at f.py:20 in `set_gain`, called from `train` between the
+            forward and `.backward()` (and 2 other places)"
     phrase  `phrases[name][value]`, itself a template rendered with the same data
     each    a list of objects, each rendered with `phrases[name][item["kind"]]`, joined by "; "
     words   a list of values, each worded by `phrases[name][value]`, as "a, b and c"
@@ -72,13 +73,58 @@ def and_list(items: list[str]) -> str:
     return items[0] if len(items) < 2 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
+# Why a change can reach the replay (`changes[].because`), worded with where it is (`{where}`:
+# "in `f`" or "at module level"); `WHEN_VIA_PHRASES` when another function decides (`{via}`).
+WHEN_PHRASES = {
+    "segment": "{where}, inside this checkpointed code, so the replay reads what its forward "
+               "left",
+    "forward": "{where}, a forward that can run after this segment",
+    "forward-hook": "{where}, a forward hook that can run after this segment",
+    "backward-hook": "{where}, a backward hook that can run before this segment's replay",
+    "training": "{where}, between the forward and `.backward()`",
+    "uncalled": "{where}, which nothing in the project calls, so training code may call it "
+                "between the forward and `.backward()`",
+    "entry-point": "{where}, called only from functions nothing in the project calls (when "
+                   "it runs is unknown)",
+    "setup": "{where}, setup only",
+    "setter": "{where}, a setter (configuration only)",
+    "between-steps": "{where}, between training steps",
+    "module-level": "{where}, configuration only",
+}
+WHEN_VIA_PHRASES = {
+    "forward": "{where}, called from `{via}` in the forward after this segment ran",
+    "forward-hook": "{where}, called from the forward hook `{via}` after this segment ran",
+    "backward-hook": "{where}, called from the backward hook `{via}` before this segment's "
+                     "replay",
+    "training": "{where}, called from `{via}` between the forward and `.backward()`",
+    "uncalled": "{where}, reached from `{via}`, which nothing in the project calls, so "
+                "training code may call it between the forward and `.backward()`",
+    "entry-point": "{where}, called only from `{via}`, which nothing in the project calls "
+                   "(when it runs is unknown)",
+    "setup": "{where}, called only from setup (`{via}`)",
+    "setter": "{where}, called from the setter `{via}` (configuration only)",
+    "between-steps": "{where}, called from `{via}` between training steps",
+}
+# The order in which the first place named is chosen: the most run-time phase first.
+PHASE_ORDER = ("segment", "forward", "backward-hook", "step", "configuration")
+
+
 def places(changes: list[Mapping[str, Any]]) -> str:
-    """Where a value changes: the first place in (file, row) order, and how many others."""
-    ordered = sorted(changes, key=lambda c: (c["filename"], c["row"]))
+    """Where a value changes and when that runs: the first place (by phase, then file and
+    row) and how many others."""
+    ordered = sorted(changes, key=lambda c: (
+        PHASE_ORDER.index(c["phase"]) if c.get("phase") in PHASE_ORDER else len(PHASE_ORDER),
+        c["filename"], c["row"]))
     first = ordered[0]
     text = f"{first['how']} at {first['filename']}:{first['row']}"
-    if first.get("function"):
-        text += f" in `{first['function']}`"
+    function, via, because = first.get("function"), first.get("via"), first.get("because")
+    where = f"in `{function}`" if function else "at module level"
+    if because in WHEN_PHRASES:
+        phrase = (WHEN_VIA_PHRASES[because] if via not in (None, function)
+                  and because in WHEN_VIA_PHRASES else WHEN_PHRASES[because])
+        text += " " + phrase.format(where=where, via=via)
+    elif function:
+        text += f" {where}"
     others = len(ordered) - 1
     if others:
         text += f" (and {others} other place{'s' if others > 1 else ''})"

@@ -117,7 +117,8 @@ RULES: dict[str, RuleInfo] = {
                       "lacks": ListOf(OneOf(("rng", "autocast", "unpassed-inputs")))})),
         RuleInfo("CKP201", "mutable-state-read", "warning", STATE_CHANGE, NO_FIX,
                  "ckptlint.checks.mutable_state_read:MutableStateRead",
-                 "a segment reads global or instance state that is changed elsewhere",
+                 "a segment reads global or instance state that can change between its "
+                 "forward and its replay",
                  STATE),
         RuleInfo("CKP202", "external-state-read", "info", REPLAY_COMPARE, NO_FIX,
                  "ckptlint.checks.external_state_read:ExternalStateRead",
@@ -134,8 +135,8 @@ RULES: dict[str, RuleInfo] = {
                      "other"))})),
         RuleInfo("CKP204", "state-dependent-branch", "warning", STATE_CHANGE, NO_FIX,
                  "ckptlint.checks.state_dependent_branch:StateDependentBranch",
-                 "a branch on mutable state, or on `torch.is_grad_enabled()` in a reentrant "
-                 "segment",
+                 "a branch on state that can change between forward and replay, or on "
+                 "`torch.is_grad_enabled()` in a reentrant segment",
                  STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
                                    {"expression": STR})),
         RuleInfo("CKP301", "device-move-in-segment", "warning", DEVICE, NO_FIX,
@@ -156,12 +157,12 @@ RULES: dict[str, RuleInfo] = {
                      "python", "numpy", "factory", "generator"))})),
         RuleInfo("CKP401", "side-effect-in-segment", "warning", SIDE_EFFECT, NO_FIX,
                  "ckptlint.checks.side_effect_in_segment:SideEffectInSegment",
-                 "mutation of outer state, in-place buffer updates, logging (they happen again "
-                 "on replay)",
+                 "accumulating writes to outer state, in-place buffer updates, logging, file "
+                 "writes (they happen again on replay)",
                  STATE.with_fields(
-                     {"effect": OneOf(("write", "running-stats", "output")),
+                     {"effect": OneOf(("write", "running-stats", "output", "io")),
                       "grad_guarded": BOOL},
-                     {"write": OneOf(("assign", "augassign", "item", "del", "method")),
+                     {"write": OneOf(("accumulate", "augassign", "item", "del", "method")),
                       "method": STR,
                       "target": OneOf(("attribute", "global", "nonlocal", "module-state")),
                       "enclosing": STR, "module_class": STR})),

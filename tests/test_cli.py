@@ -148,6 +148,7 @@ def test_bad_config_exit_2_naming_file_and_key(tmp_path: Path) -> None:
         ("colour = 1\n", "unknown key `colour`"),
         ("select = \"CKP1\"\n", "key `select`: expected a list of rule codes or prefixes"),
         ("max-depth = -1\n", "key `max-depth`: expected a non-negative integer"),
+        ('state-changes = "all"\n', "key `state-changes`: expected one of 'runtime', 'any'"),
         ('checkpoint-functions = {"a.b" = "sometimes"}\n', "key `checkpoint-functions.a.b`"),
         ("select = [\n", "invalid TOML"),
     ):

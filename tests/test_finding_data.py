@@ -157,6 +157,13 @@ class Block(nn.Module):
 def run(x):
     block = Block()
     return checkpoint(block, x, use_reentrant=False)
+
+
+def train(block, batches):
+    for x in batches:
+        loss = run(x).sum()
+        block.set_gate(0.5)
+        loss.backward()
 """
 
 
@@ -168,29 +175,45 @@ def test_state_data_names_the_binding_and_the_phase_of_each_change(tmp_path):
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "settings.py").write_text(SETTINGS)
     (tmp_path / "pkg" / "model.py").write_text(MODEL)
-    config = parse_table({}, tmp_path / "pyproject.toml")
-    found = {(f.code, f.start.row): f.data for f in lint([str(tmp_path / "pkg")], config).findings}
+
+    def findings(table):
+        config = parse_table(table, tmp_path / "pyproject.toml")
+        return {(f.code, f.start.row): f.data
+                for f in lint([str(tmp_path / "pkg")], config).findings}
+
+    found = findings({})
     model = str(tmp_path / "pkg" / "model.py")
 
-    def change(row, function, phase, how):
-        return {"filename": model, "row": row, "function": function, "phase": phase, "how": how}
+    def change(row, function, phase, how, because, via):
+        return {"filename": model, "row": row, "function": function, "phase": phase,
+                "how": how, "because": because, "via": via}
 
+    in_segment = change(27, "Block.forward", "segment", "changed by augmented assignment",
+                        "segment", "Block.forward")
+    # `Config.__init__` rebinds COUNT too, but only in setup: not reported by default.
     assert found["CKP201", 26] == {
-        "state": "COUNT", "owner": "pkg.model", "attribute": "COUNT",
-        "changes": [change(13, "Config.__init__", "configuration", "rebound"),
-                    change(27, "Block.forward", "segment", "changed by augmented assignment")]}
+        "state": "COUNT", "owner": "pkg.model", "attribute": "COUNT", "changes": [in_segment]}
+    # `set_gate` is a setter by its name, but `train` calls it between the forward and
+    # `.backward()`: the call graph decides.
     assert found["CKP204", 30] == {
         "condition": "state", "state": "self.gate", "owner": "pkg.model.Block",
-        "attribute": "gate", "changes": [change(22, "Block.set_gate", "forward", "reassigned")]}
+        "attribute": "gate",
+        "changes": [change(22, "Block.set_gate", "step", "reassigned", "training", "train")]}
     for row, state in ((28, "HISTORY"), (29, "settings.HISTORY")):
         data = found["CKP401", row]
         assert (data["state"], data["owner"], data["attribute"], data["target"]) == \
             (state, "pkg.settings", "HISTORY", "module-state")
-        assert data["changes"] == [change(row, "Block.forward", "segment", "mutated in place")]
+        assert data["changes"] == [change(row, "Block.forward", "segment", "mutated in place",
+                                          "segment", "Block.forward")]
     assert found["CKP401", 27]["target"] == "global"
     printed = found["CKP401", 32]
     assert (printed["effect"], printed["state"], printed["owner"]) == ("output", "print",
                                                                       "builtins")
+    # `state-changes = "any"` also names the changes made only in configuration.
+    every = findings({"state-changes": "any"})
+    assert every["CKP201", 26]["changes"] == [
+        change(13, "Config.__init__", "configuration", "rebound", "setup", "Config.__init__"),
+        in_segment]
 
 
 @pytest.mark.parametrize("code", CODES_WITH_PAGES)

@@ -43,7 +43,7 @@ def test_hazard_two_calls_deep_in_another_file_has_the_chain():
     read = by_code[("helpers.py", "CKP201")]
     assert read.chain == ("Block.forward", "Attention.forward", "helpers.scaled_scores")
     assert Path(read.site.filename).name == "model.py" and read.site.row == 15
-    assert "train.py:6" in read.message and "settings.SCALE" in read.message
+    assert "train.py:10" in read.message and "settings.SCALE" in read.message
     assert read.target is not None and read.target.qualname == "Block.forward"
 
 
@@ -319,6 +319,30 @@ def test_tensor_inference_levels():
         "isinstance": NONE, "dtype": NONE, "torch_op": STRONG, "isinf": STRONG,
         "item": STRONG, "bool": STRONG, "n": NONE, "finfo": NONE, "grad": NONE,
     }
+
+
+def test_branch_and_assert_on_tensor_values_are_worded_for_what_the_replay_does(tmp_path):
+    write(tmp_path, {"m.py": """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        def block(h):
+            if torch.isinf(h).any():
+                h = torch.clamp(h, -1e4, 1e4)
+            assert torch.isfinite(h).all()
+            return h
+
+
+        def forward(x):
+            return checkpoint(block, x, use_reentrant=False)
+    """})
+    branch, asserted = sorted(run(tmp_path), key=lambda f: f.start.row)
+    assert (branch.code, branch.data["branch"]) == ("CKP203", "if")
+    assert "the replay takes the same path only if" in branch.message
+    assert (asserted.code, asserted.data["branch"]) == ("CKP203", "assert")
+    assert "raise AssertionError" in asserted.message
+    assert "same path" not in asserted.message
 
 
 def test_changing_one_attribute_of_a_global_object_concerns_that_attribute_only(tmp_path):

@@ -23,52 +23,65 @@ dependency recorder (`ckptlint.analysis.dependencies`), also when it is reused.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
 
+from ckptlint.analysis.changes import ACCUMULATING, ChangeHow
+from ckptlint.analysis.phases import SETUP_METHODS, PhaseFinder, When, function_key
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import ClassInfo, Resolver
 from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind, is_staticmethod
-from ckptlint.analysis.segment import compact, import_qualnames, is_mutator, memo_containers
-from ckptlint.enums import TextEnum
+from ckptlint.analysis.segment import (
+    compact,
+    import_qualnames,
+    is_mutator,
+    memo_containers,
+    reads_target,
+)
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
-
-SETUP_METHODS = frozenset({
-    "__init__", "__new__", "__post_init__", "__setstate__", "__init_subclass__",
-    "reset_parameters", "_reset_parameters", "_init_weights", "init_weights", "_initialize",
-    "__set_name__", "_load_from_state_dict", "load_state_dict", "post_init", "_post_init",
-    "tie_weights", "_tie_or_clone_weights",
-})
-
-
-class ChangeHow(TextEnum):
-    """How a statement changes state (findings carry it as `changes[].how`)."""
-
-    REBOUND = "rebound"  # a module-level name assigned
-    REASSIGNED = "reassigned"  # an attribute assigned
-    MUTATED = "mutated in place"  # an item, an attribute below or a mutating method
-    AUGMENTED = "changed by augmented assignment"  # a module-level name's `+=`
-    UPDATED = "updated in place"  # an attribute's `+=`
-    DELETED = "deleted"
-    CALLED = "called"  # a print or log call (CKP401's output, never recorded here)
 
 
 @dataclass(frozen=True, eq=False)
 class Change:
-    module: SourceModule
-    node: cst.CSTNode
+    """A place where state changes: its file, row, the function holding it, and how."""
+
+    path: Path
+    display: str
     how: ChangeHow
     where: str  # the function holding the change ("" at module level)
     # For `G.attr = ...`, `G.attr.append(...)`: "attr" (only reads of `G.attr` or of `G`
     # itself see this change); None when `G` itself is rebound, indexed or mutated.
     part: str | None = None
+    # It adds to the old value (`+=`, an in-place method, `x = x + 1`) rather than
+    # replacing it.
+    accumulates: bool = False
+    line: int = 0  # the row, for changes found without a libcst tree
+    # A write on another object (`layer.scale = s`), matched to the class by its receiver's
+    # known class or as an element of a collection: counted only where a caller is known.
+    foreign: bool = False
+    module: SourceModule | None = None  # with `node`: the change in a parsed module
+    node: cst.CSTNode | None = None
+
+    @classmethod
+    def of(cls, module: SourceModule, node: cst.CSTNode, how: ChangeHow, where: str,
+           part: str | None = None, target: cst.BaseExpression | None = None) -> Change:
+        """A change at `node` of a parsed module; `target`: what an assignment writes (the
+        change accumulates when the value assigned reads it)."""
+        accumulates = how in ACCUMULATING or (
+            target is not None and isinstance(node, (cst.Assign, cst.AnnAssign))
+            and node.value is not None and reads_target(node.value, target))
+        return cls(module.path, module.display, how, where, part, accumulates,
+                   module=module, node=node)
 
     @property
     def row(self) -> int:
-        return self.module.start(self.node).row
+        if self.module is not None and self.node is not None:
+            return self.module.start(self.node).row
+        return self.line
 
 
 def root_name(expr: cst.BaseExpression) -> cst.Name | None:
@@ -93,14 +106,19 @@ def root_is(target: cst.BaseExpression, name: cst.Name) -> bool:
 
 
 def function_name(scope: Scope) -> str:
-    return scope.qualname() if scope.kind != ScopeKind.MODULE else ""
+    """The qualified name of the function holding `scope` ("" at module level)."""
+    return function_key(scope.qualname()) if scope.kind != ScopeKind.MODULE else ""
 
 
 class ModuleWriteCollector(Visitor):
     """Runtime changes of one module's own globals, and writes through imported modules."""
 
-    def __init__(self, module: SourceModule) -> None:
+    def __init__(self, module: SourceModule,
+                 training_rows: Callable[[int], bool] | None = None) -> None:
         self.module = module
+        # For a training script: whether a module-level row runs between a forward and its
+        # `.backward()` (module-level writes there are run-time changes).
+        self.training_rows = training_rows
         self.scopes = module.scopes.scope_of
         self.stack: list[Scope] = [module.scopes.module_scope]
         self.own: dict[str, list[Change]] = {}
@@ -189,12 +207,12 @@ class ModuleWriteCollector(Visitor):
                                   for b in owners):
                     kind = how if (direct and chain is target) else ChangeHow.MUTATED
                     self.class_writes.setdefault((chain.value.value, chain.attr.value), []).append(
-                        Change(self.module, node, kind, where))
+                        Change.of(self.module, node, kind, where, target=chain))
             if isinstance(chain, cst.Attribute):
                 for qualname in import_qualnames(chain.value, self.scope):
                     kind = how if (direct and chain is target) else ChangeHow.MUTATED
                     self.through.setdefault((qualname, chain.attr.value), []).append(
-                        Change(self.module, node, kind, where))
+                        Change.of(self.module, node, kind, where, target=chain))
             chain = chain.value
         name = root_name(target)
         if name is None:
@@ -212,13 +230,13 @@ class ModuleWriteCollector(Visitor):
                     if "." in qualname and root_is(target, name):
                         parent, attr = qualname.rsplit(".", 1)
                         self.through.setdefault((parent, attr), []).append(
-                            Change(self.module, node, ChangeHow.MUTATED, where,
-                                   first_attribute(target)))
+                            Change.of(self.module, node, ChangeHow.MUTATED, where,
+                                      first_attribute(target)))
             return
-        if not self.in_function():
-            return  # module-level statements run once, at import
+        if not self.in_function() and not self.in_training_window(node):
+            return  # module-level statements run once, at import (or a script's setup)
         if direct and isinstance(target, cst.Name):
-            if name.value not in self.declared_global():
+            if self.in_function() and name.value not in self.declared_global():
                 return
             kind = how
         elif direct and isinstance(target, cst.Attribute) and target.value is name:
@@ -226,7 +244,12 @@ class ModuleWriteCollector(Visitor):
         else:
             kind = ChangeHow.MUTATED
         self.own.setdefault(name.value, []).append(
-            Change(self.module, node, kind, where, first_attribute(target)))
+            Change.of(self.module, node, kind, where, first_attribute(target), target=target))
+
+    def in_training_window(self, node: cst.CSTNode) -> bool:
+        """Module-level code of a training script between a forward and its `.backward()`."""
+        return self.training_rows is not None and self.training_rows(
+            self.module.start(node).row)
 
     def declared_global(self) -> set[str]:
         names: set[str] = set()
@@ -267,7 +290,7 @@ class ModuleWriteCollector(Visitor):
                 attr = cst.Attribute(value=node.args[0].value, attr=cst.Name(name.evaluated_value))
                 for qualname in import_qualnames(node.args[0].value, self.scope):
                     self.through.setdefault((qualname, attr.attr.value), []).append(
-                        Change(self.module, node, ChangeHow.REBOUND, function_name(self.scope)))
+                        Change.of(self.module, node, ChangeHow.REBOUND, function_name(self.scope)))
 
 
 class ClassWriteCollector(Visitor):
@@ -289,9 +312,11 @@ class ClassWriteCollector(Visitor):
             expr = expr.value
         return None
 
-    def add(self, attr: str | None, node: cst.CSTNode, how: ChangeHow) -> None:
+    def add(self, attr: str | None, node: cst.CSTNode, how: ChangeHow,
+            target: cst.BaseExpression | None = None) -> None:
         if attr is not None:
-            self.found.setdefault(attr, []).append(Change(self.module, node, how, self.where))
+            self.found.setdefault(attr, []).append(
+                Change.of(self.module, node, how, self.where, target=target))
 
     def target(self, target: cst.BaseExpression, node: cst.CSTNode, how: ChangeHow) -> None:
         if isinstance(target, cst.Subscript) and compact(target.value) in self.memo:
@@ -305,7 +330,8 @@ class ClassWriteCollector(Visitor):
             return
         direct = (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
                   and target.value.value == self.self_name)
-        self.add(self.attr_of_self(target), node, how if direct else ChangeHow.MUTATED)
+        self.add(self.attr_of_self(target), node, how if direct else ChangeHow.MUTATED,
+                 target if direct else None)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -345,12 +371,19 @@ class BindingModel:
         # Kept answers (`DependencyRecorder.cached`): (answer, files it rests on).
         self._external: dict[tuple[str, str], tuple[list[Change], tuple[Path, ...]]] = {}
         self._setup: dict[int, set[str]] = {}
+        self._foreign: dict[tuple[int, str], tuple[list[Change], tuple[Path, ...]]] = {}
+        self.phases = PhaseFinder(self.project.source_files, self.project.source_text,
+                                  lambda path: self.project.module_name(path)[0])
+
+    def when(self, change: Change) -> When:
+        """The phase a change outside the segment runs in (`ckptlint.analysis.phases`)."""
+        return self.phases.when(change.path.resolve(), change.where, change.row)
 
     # -- modules -----------------------------------------------------------------------
     def module_writes(self, module: SourceModule) -> ModuleWriteCollector:
         key = id(module)
         if key not in self._modules:
-            collector = ModuleWriteCollector(module)
+            collector = ModuleWriteCollector(module, self.training_rows(module.path))
             collector.walk(module.tree)
             self._modules[key] = collector
         return self._modules[key]
@@ -372,9 +405,21 @@ class BindingModel:
         """Run-time changes of `module.name` inside `module` itself."""
         return self.recorded(list(self.module_writes(module).own.get(name, [])))
 
+    def training_rows(self, path: Path) -> Callable[[int], bool] | None:
+        """For a training script (a module whose own body calls `.backward()`): whether a
+        module-level row lies between a forward and its `.backward()`."""
+        if ".backward" not in (self.project.source_text(path.resolve()) or ""):
+            return None
+        summary = self.phases.summary(path.resolve())
+        body = summary.functions.get("") if summary is not None else None
+        if body is None or not body.windows:
+            return None
+        windows = list(body.windows)
+        return lambda row: any(start <= row < end for start, end in windows)
+
     def recorded(self, changes: list[Change]) -> list[Change]:
         """`changes`, with the files they are in recorded as dependencies."""
-        self.dependencies.record_all(change.module.path for change in changes)
+        self.dependencies.record_all(change.path for change in changes)
         return changes
 
     def external_changes(self, module: SourceModule, name: str) -> list[Change]:
@@ -420,8 +465,44 @@ class BindingModel:
 
     # -- classes -----------------------------------------------------------------------
     def attribute_changes(self, cls: ClassInfo, attr: str) -> list[Change]:
-        """Changes of `self.<attr>` outside setup in `cls` and its project base classes."""
-        return self.recorded(list(self.class_changes(cls).get(attr, [])))
+        """Changes of `self.<attr>` outside setup in `cls` and its project base classes, and
+        writes of `<attr>` on instances of them from other objects' code
+        (`self.blocks[0].gate = ...`)."""
+        own = list(self.class_changes(cls).get(attr, []))
+        return self.recorded(own + self.foreign_changes(cls, attr))
+
+    def foreign_changes(self, cls: ClassInfo, attr: str) -> list[Change]:
+        return self.dependencies.cached(self._foreign, (id(cls.node), attr),
+                                        lambda: self.find_foreign_changes(cls, attr))
+
+    def find_foreign_changes(self, cls: ClassInfo, attr: str) -> list[Change]:
+        """Writes `R.<attr> = ...` where `R` is known to be an instance of `cls` (or of a
+        class it derives from), or an element of a collection whose elements are unknown
+        or such instances (`for layer in model.layers: layer.scale = s`)."""
+        family = self.lineage(cls)
+        changes: list[Change] = []
+        for path, write in self.phases.attribute_writes(attr, frozenset(family)):
+            if write.receiver == "unknown" or (write.receiver == "typed" and not write.classes):
+                continue
+            if write.classes and not write.classes & family:
+                continue
+            changes.append(Change(path, self.project.display_name(path), write.how,
+                                  write.function, accumulates=write.accumulates,
+                                  line=write.row, foreign=True))
+        return changes
+
+    def lineage(self, cls: ClassInfo) -> set[str]:
+        """The class's name and the names of its project base classes."""
+        names = {cls.node.name.value}
+        pending, seen = [cls], {id(cls.node)}
+        while pending:
+            current = pending.pop()
+            for base in self.resolver.base_classes(current):
+                if id(base.node) not in seen:
+                    seen.add(id(base.node))
+                    names.add(base.node.name.value)
+                    pending.append(base)
+        return names
 
     def class_changes(self, cls: ClassInfo) -> dict[str, list[Change]]:
         """`self.X` changes outside setup in `cls` and its project base classes."""

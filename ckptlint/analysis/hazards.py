@@ -285,6 +285,28 @@ def log_call(call: cst.Call, scope: Scope) -> str | None:
     return None
 
 
+# Calls that write outside the process: the replay writes again.
+IO_CALLS = frozenset({
+    "torch.save", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
+    "json.dump", "pickle.dump", "sys.stdout.write", "sys.stderr.write",
+})
+WRITE_MODES = frozenset("wax+")
+
+
+def io_call(call: cst.Call, scope: Scope) -> str | None:
+    """`torch.save(...)`, `json.dump(...)`, `open(path, "w")`: the qualified name called."""
+    names = import_qualnames(call.func, scope)
+    for name in sorted(names):
+        if name in IO_CALLS:
+            return name
+    if "builtins.open" in names:
+        mode = keyword(call, "mode", 1)
+        if isinstance(mode, cst.SimpleString) and isinstance(mode.evaluated_value, str) \
+                and WRITE_MODES & set(mode.evaluated_value):
+            return "builtins.open"
+    return None
+
+
 def external_read(expr: cst.BaseExpression, scope: Scope) -> str | None:
     """`time.time`, `os.environ`, ...: the outside state `expr` (a name or call func) reads."""
     found = sorted(name for name in import_qualnames(expr, scope) if name in EXTERNAL_READS)

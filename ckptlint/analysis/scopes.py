@@ -107,9 +107,11 @@ class Scope:
             scope = scope.parent
         return None
 
-    def lookup(self, name: str) -> list[Binding]:
-        """Bindings that `name` may refer to from this scope (innermost scope that binds it)."""
-        return live_bindings(self.every_binding(name))
+    def lookup(self, name: str, live: bool = True) -> list[Binding]:
+        """Bindings that `name` may refer to from this scope (innermost scope that binds it):
+        those live at the end of that scope, or all of them (`live=False`)."""
+        found = self.every_binding(name)
+        return live_bindings(found) if live else found
 
     def every_binding(self, name: str) -> list[Binding]:
         """Every binding of `name` in the innermost scope (seen from this one) that binds it,

@@ -375,6 +375,22 @@ def site_builds_instance(site: Site, resolver: Resolver) -> bool:
 N = TypeVar("N", bound=cst.CSTNode)
 
 
+# Where a node is among the statements of its function: for each block from the function body
+# down, (the block's id, the index of the statement holding the node in it).
+StatementPath = tuple[tuple[int, int], ...]
+
+
+def dominates(earlier: StatementPath, later: StatementPath) -> bool:
+    """Whether the statement at `earlier` always runs before the code at `later`: it stands
+    in a block that holds `later` too, above the statement holding `later` (not inside an
+    `if` or a loop of its own that `later` is outside of)."""
+    depth = len(earlier)
+    if not depth or len(later) < depth or earlier[:-1] != later[:depth - 1]:
+        return False
+    (block, index), (later_block, later_index) = earlier[-1], later[depth - 1]
+    return block == later_block and index < later_index
+
+
 @dataclass(eq=False)
 class Occurrence(Generic[N]):
     node: N
@@ -383,6 +399,7 @@ class Occurrence(Generic[N]):
     grad_guarded: bool = False  # inside `if torch.is_grad_enabled():`
     once_guarded: bool = False  # inside `if key not in SEEN: SEEN.add(key); ...` (run once)
     attr: str | None = None  # for a name read as `name.attr`: the attribute
+    path: StatementPath = ()
 
 
 class WriteKind(TextEnum):
@@ -406,6 +423,52 @@ class Write:
     method: str = ""
     grad_guarded: bool = False
     once_guarded: bool = False
+    path: StatementPath = ()
+
+    @property
+    def is_item(self) -> bool:
+        """`del target[k]` (an item deleted: the container changes), not `del target`."""
+        node = self.node
+        return (self.how == WriteKind.ITEM or isinstance(node, cst.Del)
+                and isinstance(node.target, cst.Subscript))
+
+    def reads_itself(self) -> bool:
+        """`x = x + 1`, `self.cache = torch.cat([self.cache, k])`: the value assigned is
+        built from the target's own value (an accumulation, not a plain overwrite)."""
+        node = self.node
+        value = node.value if isinstance(node, (cst.Assign, cst.AnnAssign)) else None
+        return value is not None and reads_target(value, self.target)
+
+    @property
+    def accumulates(self) -> bool:
+        """It adds to what was there (augmented assignment, an item, an in-place method, a
+        value built from the old one), rather than replacing it."""
+        if self.how in (WriteKind.AUGASSIGN, WriteKind.ITEM, WriteKind.METHOD):
+            return True
+        if self.how == WriteKind.DEL:
+            return self.is_item
+        return self.reads_itself()
+
+
+def reads_target(value: cst.BaseExpression, target: cst.BaseExpression) -> bool:
+    """Whether `value` reads `target` itself (the same name or attribute chain)."""
+    text = compact(target)
+    return any(compact(expr) == text for expr in expressions_in(value))
+
+
+def expressions_in(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    """The names and attribute chains in an expression."""
+    found: list[cst.BaseExpression] = []
+
+    class Finder(Visitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.append(name)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            found.append(attribute)
+
+    Finder().walk(node)
+    return iter(found)
 
 
 @dataclass(eq=False)
@@ -483,6 +546,13 @@ class FactCollector(Visitor):
         self.once_depth = 0
         self._once_bodies: set[int] = set()
         self._attribute_of: dict[int, str] = {}
+        # The blocks being walked, as [block id, index of the current statement].
+        self._blocks: list[list[int]] = []
+        self._statement_index: dict[int, int] = {}
+
+    @property
+    def path(self) -> StatementPath:
+        return tuple((block, index) for block, index in self._blocks)
 
     def run(self) -> None:
         node = self.function.node
@@ -502,6 +572,13 @@ class FactCollector(Visitor):
             self.guard_depth += 1
         if id(node) in self._once_bodies:
             self.once_depth += 1
+        index = self._statement_index.get(id(node))
+        if index is not None and self._blocks:
+            self._blocks[-1][1] = index
+        if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            self._blocks.append([id(node), -1])
+            for position, statement in enumerate(node.body):
+                self._statement_index[id(statement)] = position
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -512,6 +589,8 @@ class FactCollector(Visitor):
             self.guard_depth -= 1
         if id(original_node) in self._once_bodies:
             self.once_depth -= 1
+        if isinstance(original_node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            self._blocks.pop()
         if self.scopes.get(id(original_node)) is not None:
             self.stack.pop()
 
@@ -580,14 +659,14 @@ class FactCollector(Visitor):
         if isinstance(target, (cst.Name, cst.Attribute)):
             self.skip_load.add(id(target))
             self.facts.writes.append(Write(target, node, how, self.scope, grad_guarded=guarded,
-                                           once_guarded=self.once_depth > 0))
+                                           once_guarded=self.once_depth > 0, path=self.path))
         elif isinstance(target, cst.Subscript):
             container = target.value
             self.skip_load.add(id(container))
             item_how = WriteKind.DEL if how == WriteKind.DEL else WriteKind.ITEM
             self.facts.writes.append(Write(container, node, item_how,
                                            self.scope, grad_guarded=guarded,
-                                           once_guarded=self.once_depth > 0))
+                                           once_guarded=self.once_depth > 0, path=self.path))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -639,16 +718,19 @@ class FactCollector(Visitor):
                 self.facts.writes.append(Write(receiver, node, WriteKind.METHOD, self.scope,
                                                method=func.attr.value,
                                                grad_guarded=self.guard_depth > 0,
-                                               once_guarded=self.once_depth > 0))
+                                               once_guarded=self.once_depth > 0,
+                                               path=self.path))
 
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) not in self.skip_load:
             self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0,
-                                               attr=self._attribute_of.get(id(node))))
+                                               attr=self._attribute_of.get(id(node)),
+                                               path=self.path))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if id(node) not in self.skip_load:
-            self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0))
+            self.facts.loads.append(Occurrence(node, self.scope, self.condition_depth > 0,
+                                               path=self.path))
         if isinstance(node.value, cst.Name):
             self._attribute_of[id(node.value)] = node.attr.value
         # The attribute name itself is not a read of a variable.

@@ -9,8 +9,10 @@ Three levels:
   `.all()`, `.tolist()`, `torch.isnan(...)`, calls of torch modules, and expressions built
   from them.
 
-Only STRONG conditions are reported (CKP203). Local names take the strongest level of the
-values assigned to them in their function.
+Only STRONG conditions are reported (CKP203). A local name read at a point takes the
+strongest level of the values assigned to it that can reach that point: those above it, and
+those later in a loop around both (`if drop > 0.0: drop = torch.rand(())` is not a tensor
+branch when `drop` is a float before it).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from ckptlint.analysis.scopes import (
     Scope,
     ScopeKind,
     is_staticmethod,
+    live_bindings,
 )
 from ckptlint.analysis.segment import assigned_constructors, import_qualnames, is_framework
+from ckptlint.syntax.walk import Visitor
 
 NONE, WEAK, STRONG = 0, 1, 2
 
@@ -97,8 +101,11 @@ class TensorInference:
         self.function_scope = function_scope
         self.function_node = function_node
         self.owner = owner
-        self._names: dict[tuple[int, str], int] = {}
+        self._names: dict[tuple[int, str, tuple[int, ...]], int] = {}
         self._params = self.tensor_params()
+        # Where names are read: only bindings that can reach this node count (None: all).
+        self._point: cst.CSTNode | None = None
+        self._order: dict[int, tuple[int, tuple[int, ...]]] | None = None
 
     def tensor_params(self) -> set[str]:
         node = self.function_node
@@ -120,6 +127,14 @@ class TensorInference:
         return names
 
     # -- the level of an expression ------------------------------------------------------
+    def level_at(self, expr: cst.BaseExpression, scope: Scope, point: cst.CSTNode) -> int:
+        """The level of `expr` evaluated at `point`, a node of this function."""
+        previous, self._point = self._point, point
+        try:
+            return self.level(expr, scope)
+        finally:
+            self._point = previous
+
     def level(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> int:
         if depth > 30:
             return NONE
@@ -162,10 +177,10 @@ class TensorInference:
         return best
 
     def name_level(self, name: str, scope: Scope, depth: int) -> int:
-        bindings = scope.lookup(name)
+        bindings = self.reaching(scope, name)
         if not bindings:
             return NONE
-        key = (id(bindings[0].scope), name)
+        key = (id(bindings[0].scope), name, tuple(id(b.node) for b in bindings))
         if key in self._names:
             return self._names[key]
         self._names[key] = NONE  # recursion through `x = f(x)`
@@ -185,14 +200,48 @@ class TensorInference:
                 return WEAK
             return NONE
         if binding.kind in ASSIGNED and binding.value is not None:
+            previous, self._point = self._point, binding.node
+            try:
+                level = self.level(binding.value, binding.scope, depth + 1)
+            finally:
+                self._point = previous
             if isinstance(binding.node, cst.Assign) and any(
                     isinstance(t.target, (cst.Tuple, cst.List)) for t in binding.node.targets):
                 # `a, b = ...`: an element of the value (an unpacked tensor result stays data).
-                return min(self.level(binding.value, binding.scope, depth + 1), WEAK)
-            return self.level(binding.value, binding.scope, depth + 1)
+                return min(level, WEAK)
+            return level
         if binding.kind == BindingKind.AUGASSIGN:
             return NONE
         return NONE
+
+    def reaching(self, scope: Scope, name: str) -> list[Binding]:
+        """The bindings of `name` that can reach the current point: the last unconditional one
+        above it and any conditional ones after that, and those later in a loop that holds
+        both. Without a point, or for a name of another scope: those live at the scope's end."""
+        point = self._point
+        bindings = scope.lookup(name, live=False)
+        if point is None or any(b.scope is not self.function_scope for b in bindings):
+            return live_bindings(bindings)
+        order = self.statement_order()
+        read = order.get(id(point))
+        if read is None:
+            return live_bindings(bindings)
+        index, loops = read
+        above: list[Binding] = []
+        carried: list[Binding] = []
+        for binding in bindings:
+            where = order.get(id(binding.node))
+            if binding.kind == BindingKind.PARAM or where is None or where[0] < index:
+                above.append(binding)
+            elif set(where[1]) & set(loops):
+                carried.append(binding)
+        return live_bindings(above) + carried
+
+    def statement_order(self) -> dict[int, tuple[int, tuple[int, ...]]]:
+        """For each node of the function: (its place in source order, the loops around it)."""
+        if self._order is None:
+            self._order = order_of_nodes(self.function_node)
+        return self._order
 
     def call_level(self, call: cst.Call, scope: Scope, depth: int) -> int:
         func = call.func
@@ -242,6 +291,30 @@ class TensorInference:
         return built is not None and all(
             any(n.startswith("torch.nn.") and n.rsplit(".", 1)[-1][:1].isupper() for n in names)
             for names in built)
+
+
+class _NodeOrder(Visitor):
+    def __init__(self) -> None:
+        self.order: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.loops: list[int] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.For, cst.While)):
+            self.loops.append(id(node))
+        self.order[id(node)] = (len(self.order), tuple(self.loops))
+        return True
+
+    def on_leave(self, node: cst.CSTNode) -> None:
+        if isinstance(node, (cst.For, cst.While)):
+            self.loops.pop()
+
+
+def order_of_nodes(function: cst.CSTNode) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """Each node's place in source order and the ids of the loops around it (a loop's own
+    test and body included)."""
+    walker = _NodeOrder()
+    walker.walk(function)
+    return walker.order
 
 
 # Namespaces whose functions compute tensors (anything else in torch is left unknown).

@@ -15,24 +15,33 @@ BRANCHES = {"If": "if", "While": "while", "IfExp": "conditional", "Assert": "ass
             "BooleanOperation": "boolean", "CompIf": "comprehension"}
 
 
+# How each kind of branch is named in the message.
+SYNTAX = {"if": "`if`", "while": "`while`", "conditional": "conditional expression",
+          "assert": "`assert`", "boolean": "`and`/`or`", "comprehension": "comprehension filter",
+          "other": "branch"}
+ANOTHER_PATH = ("the replay takes the same path only if these values come out bit-identical "
+                "(nondeterministic kernels, unrestored randomness or changed state flip it)")
+# An assert has no other path: a replay whose values differ fails it during backward.
+ASSERT_FAILS = ("the replay checks it again during backward, where values that come out "
+                "different (nondeterministic kernels, unrestored randomness or changed state) "
+                "raise AssertionError far from the forward that passed it")
+
+
 class DataDependentBranch(SegmentRule):
     code = "CKP203"
-    message = ("{branch:phrase} on tensor values (`{expression:short}`): the replay takes the "
-               "same path only if these values come out bit-identical (nondeterministic "
-               "kernels, unrestored randomness or changed state flip it); `ckptlint dynamic` "
-               "can confirm or clear this")
+    message = "{branch:phrase}; `ckptlint dynamic` can confirm or clear this"
     phrases = {"branch": {
-        "if": "`if`", "while": "`while`", "conditional": "conditional expression",
-        "assert": "`assert`", "boolean": "`and`/`or`", "comprehension": "comprehension filter",
-        "other": "branch",
-    }}
+        kind: f"{syntax} on tensor values (`{{expression:short}}`): "
+              f"{ASSERT_FAILS if kind == 'assert' else ANOTHER_PATH}"
+        for kind, syntax in SYNTAX.items()}}
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
             inference = self.context.tensors(reached)
             seen: set[int] = set()
             for condition in facts.conditions:
-                if inference.level(condition.test, condition.scope) != STRONG:
+                level = inference.level_at(condition.test, condition.scope, condition.test)
+                if level != STRONG:
                     continue
                 row = reached.module.start(condition.test).row
                 if row in seen:

@@ -18,5 +18,6 @@ class MutableStateRead(SegmentRule):
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
-            for load, read in self.changed_state_reads(reached, facts, in_condition=False):
-                yield self.at(segment, reached, load.node, read.data(segment))
+            for load, hazard in self.changed_state_reads(segment, reached, facts,
+                                                         in_condition=False):
+                yield self.at(segment, reached, load.node, hazard.data())

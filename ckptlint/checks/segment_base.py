@@ -13,19 +13,30 @@ from typing import Any
 import libcst as cst
 
 from ckptlint.analysis.bindings import Change
+from ckptlint.analysis.phases import Because, Phase, When, function_key
 from ckptlint.analysis.resolve import ClassInfo
 from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind
 from ckptlint.analysis.segment import (
     FunctionFacts,
+    Occurrence,
     Reached,
     Segment,
+    WriteKind,
+    compact,
+    dominates,
     import_qualnames,
     is_framework,
     iter_segment,
     top_package,
 )
 from ckptlint.checks.base import Rule
-from ckptlint.checks.state_facts import StateRead, qualified, source_text
+from ckptlint.checks.state_facts import (
+    StateHazard,
+    StateRead,
+    in_segment,
+    qualified,
+    source_text,
+)
 from ckptlint.findings import Finding
 
 
@@ -55,10 +66,11 @@ class SegmentRule(Rule):
             return None
         return reached.function.owner or cls
 
-    def changed_state_reads(self, reached: Reached, facts: FunctionFacts, *,
-                            in_condition: bool) -> Iterator[tuple]:
-        """(load, the state read) for reads of mutable state, once per row and state: those
-        in branch conditions (CKP204) or the others (CKP201)."""
+    def changed_state_reads(self, segment: Segment, reached: Reached, facts: FunctionFacts, *,
+                            in_condition: bool) -> Iterator[tuple[Occurrence, StateHazard]]:
+        """(load, the state read) for reads of state that can change between the segment's
+        forward and its replay, once per row and state: those in branch conditions (CKP204)
+        or the others (CKP201)."""
         seen: set[tuple[int, str]] = set()
         for load in facts.loads:
             if bool(load.in_condition) != in_condition:
@@ -66,10 +78,57 @@ class SegmentRule(Rule):
             read = self.state_changes(reached, load.node, load.scope, load.attr)
             if read is None:
                 continue
+            hazard = self.replay_relevant(segment, reached, facts, load, read)
+            if hazard is None:
+                continue
             row = reached.module.start(load.node).row
             if (row, read.state) not in seen:
                 seen.add((row, read.state))
-                yield load, read
+                yield load, hazard
+
+    def replay_relevant(self, segment: Segment, reached: Reached, facts: FunctionFacts,
+                        load: Occurrence, read: StateRead) -> StateHazard | None:
+        """The read with the changes that can make the replay see another value, or None.
+
+        A read that a plain assignment of the same state earlier in the function always
+        precedes sees this run's value, in the forward and the replay alike. Otherwise a
+        change by the segment itself counts (the replay reads what the forward left), and
+        one elsewhere counts when it runs between the forward and the replay: in phases
+        1-4, or in any phase with `state-changes = "any"`.
+        """
+        if self.assigned_before(reached, facts, load, read):
+            return None
+        bindings = self.context.bindings
+        every_phase = self.context.config.state_changes == "any"
+        kept = []
+        for change in read.changes:
+            when = (When(Phase.SEGMENT, Because.SEGMENT, function_key(change.where))
+                    if in_segment(segment, change) else bindings.when(change))
+            if change.foreign and when.because == Because.UNCALLED:
+                continue  # matched by name only, in code nothing in the project calls
+            if when.runtime or every_phase:
+                kept.append((change, when))
+        return StateHazard(read, kept) if kept else None
+
+    def assigned_before(self, reached: Reached, facts: FunctionFacts, load: Occurrence,
+                        read: StateRead) -> bool:
+        """A plain assignment of the state read (`self.mask = x > 0`, `global SCALE; SCALE =
+        ...`), not built from its old value, always runs before `load` in this function."""
+        node = load.node
+        for write in facts.writes:
+            if write.how != WriteKind.ASSIGN or write.reads_itself():
+                continue
+            if not dominates(write.path, load.path):
+                continue
+            target = write.target
+            if isinstance(node, cst.Attribute) and isinstance(target, cst.Attribute):
+                if (target.attr.value == read.attribute and compact(target.value)
+                        == compact(node.value)):
+                    return True
+            elif isinstance(node, cst.Name) and isinstance(target, cst.Name) \
+                    and target.value == node.value:
+                return True
+        return False
 
     def state_changes(self, reached: Reached, node: cst.CSTNode, scope: Scope,
                       attr: str | None = None) -> StateRead | None:
@@ -93,7 +152,7 @@ class SegmentRule(Rule):
                 if self.context.resolver.find_method(cls, attr) is not None:
                     return None
                 changes = self.context.bindings.attribute_changes(cls, attr)
-                if changes and not self.written_first(reached, node, attr):
+                if changes:
                     return StateRead(f"self.{attr}", qualified(cls.module, cls.qualname), attr,
                                      changes)
                 return None
@@ -104,7 +163,8 @@ class SegmentRule(Rule):
                 changes = self.context.bindings.attribute_changes(owner, attr)
                 if changes:
                     return StateRead(f"{owner.node.name.value}.{attr}",
-                                     qualified(owner.module, owner.qualname), attr, changes)
+                                     qualified(owner.module, owner.qualname), attr,
+                                     changes)
                 return None
             if is_framework(top_package(reached.module)):
                 return None  # a framework's own settings, read by its own code
@@ -131,32 +191,6 @@ class SegmentRule(Rule):
         if class_scope is None:
             return None
         return ClassInfo(module, node, class_scope)
-
-    def written_first(self, reached: Reached, read: cst.CSTNode, attr: str) -> bool:
-        """`self.X = ...` as a plain statement of this function, above the read: every run
-        (the replay too) sets it before reading it, so the read sees this run's value."""
-        node = reached.node
-        if not isinstance(node, cst.FunctionDef) or not isinstance(node.body, cst.IndentedBlock):
-            return False
-        first = self.context.memo.get(("first-write", id(node), attr),
-                                      lambda: self.first_write_row(reached, node, attr))
-        return first is not None and first < reached.module.start(read).row
-
-    def first_write_row(self, reached: Reached, node: cst.FunctionDef, attr: str) -> int | None:
-        """The row of the first plain statement `self.<attr> = ...` of the function body."""
-        for statement in node.body.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
-                           else [small.target] if isinstance(small, cst.AnnAssign)
-                           and small.value is not None else [])
-                if any(isinstance(t, cst.Attribute) and t.attr.value == attr
-                       and isinstance(t.value, cst.Name)
-                       and self.self_class(reached, t.value, reached.scope) is not None
-                       for t in targets):
-                    return reached.module.start(statement).row
-        return None
 
     def project_module(self, expr: cst.BaseExpression, scope: Scope):
         for qualname in import_qualnames(expr, scope):

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ckptlint.analysis.apis import Mode
 from ckptlint.analysis.bindings import ChangeHow, first_attribute, root_name
-from ckptlint.analysis.hazards import is_print, log_call, running_stats_call
+from ckptlint.analysis.hazards import io_call, is_print, log_call, running_stats_call
 from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind
 from ckptlint.analysis.segment import (
     Reached,
@@ -45,9 +45,12 @@ class SideEffectInSegment(SegmentRule):
                              "per step",
             "output": "checkpointed code calls `{state}`; the replay in backward runs it again, "
                       "so the message is emitted twice",
+            "io": "checkpointed code calls `{state}`; the replay in backward runs it again, so "
+                  "it writes twice",
         },
-        "write": {"assign": "assigns", "augassign": "updates", "del": "deletes",
-                  "item": "sets an item of", "method": "mutates (`.{method}()`)"},
+        "write": {"accumulate": "accumulates into",
+                  "augassign": "updates", "del": "deletes from", "item": "sets an item of",
+                  "method": "mutates (`.{method}()`)"},
         "target": {
             "attribute": "`{state:short}`",
             "global": "the module global `{state}`",
@@ -68,6 +71,9 @@ class SideEffectInSegment(SegmentRule):
             for write in facts.writes:
                 if write.once_guarded:
                     continue  # `if key not in SEEN: SEEN.add(key)`: the replay skips it
+                if not write.accumulates:
+                    continue  # a plain overwrite (`self.last = x.shape`): the replay writes
+                    # the same, and a later read of it is CKP201/CKP204's business
                 if write.grad_guarded and segment.mode != Mode.NON_REENTRANT:
                     continue  # run once by the reentrant `torch.is_grad_enabled()` guard
                 adds = (write.how == WriteKind.ITEM
@@ -81,7 +87,8 @@ class SideEffectInSegment(SegmentRule):
                 if row in seen:
                     continue
                 seen.add(row)
-                data = {"effect": "write", **state, "write": write.how.value,
+                kind = "accumulate" if write.how == WriteKind.ASSIGN else write.how.value
+                data = {"effect": "write", **state, "write": kind,
                         "changes": [segment_change(reached, write.node, CHANGE_HOW[write.how])],
                         "grad_guarded": write.grad_guarded}
                 if write.how == WriteKind.METHOD:
@@ -107,8 +114,11 @@ class SideEffectInSegment(SegmentRule):
                             "grad_guarded": call.grad_guarded})
                     continue
                 called: str | None
+                effect = "output"
                 if is_print(call.node, call.scope):
                     called, owner = "print", "builtins"
+                elif (written := io_call(call.node, call.scope)) is not None:
+                    called, owner, effect = written, written.rsplit(".", 1)[0], "io"
                 else:
                     called, owner = log_call(call.node, call.scope), "logging"
                 if called is None:
@@ -118,7 +128,7 @@ class SideEffectInSegment(SegmentRule):
                     continue
                 seen.add(row)
                 yield self.at(segment, reached, call.node, {
-                    "effect": "output", "state": called, "owner": owner,
+                    "effect": effect, "state": called, "owner": owner,
                     "attribute": called.rsplit(".", 1)[-1],
                     "changes": [segment_change(reached, call.node, ChangeHow.CALLED)],
                     "grad_guarded": call.grad_guarded})

@@ -32,9 +32,10 @@ class StateDependentBranch(SegmentRule):
 
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, facts in self.functions(segment):
-            for load, read in self.changed_state_reads(reached, facts, in_condition=True):
+            for load, hazard in self.changed_state_reads(segment, reached, facts,
+                                                         in_condition=True):
                 yield self.at(segment, reached, load.node,
-                              {"condition": "state", **read.data(segment)})
+                              {"condition": "state", **hazard.data()})
             if segment.mode != Mode.REENTRANT:
                 continue
             for condition in facts.conditions:

@@ -3,7 +3,8 @@
 `state` is the expression as the segment reads it (`SCALE`, `self.gate`); `owner` and
 `attribute` name the binding that changes (a module global: the module and the name; an
 instance or class attribute: the class and the attribute); `changes` lists where it changes,
-each with the phase it runs in.
+each with the phase it runs in (`ckptlint.analysis.phases`), why (`because`) and the function
+that decides it (`via`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from typing import Any
 
 import libcst as cst
 
-from ckptlint.analysis.bindings import SETUP_METHODS, Change, ChangeHow
+from ckptlint.analysis.bindings import Change, ChangeHow
+from ckptlint.analysis.phases import Because, Phase, When, function_key
 from ckptlint.analysis.segment import Reached, Segment
 from ckptlint.syntax.source import SourceModule
-
-# Phases a change can run in; the binding model tells today only these apart.
-SEGMENT, FORWARD, CONFIGURATION = "segment", "forward", "configuration"
 
 
 @dataclass(frozen=True)
@@ -31,9 +30,19 @@ class StateRead:
     attribute: str
     changes: list[Change]
 
-    def data(self, segment: Segment) -> dict[str, Any]:
-        return {"state": self.state, "owner": self.owner, "attribute": self.attribute,
-                "changes": changes_data(segment, self.changes)}
+
+@dataclass(frozen=True)
+class StateHazard:
+    """A state read with the changes that can make the replay see another value, each with
+    the phase it runs in."""
+
+    read: StateRead
+    changes: list[tuple[Change, When]]
+
+    def data(self) -> dict[str, Any]:
+        read = self.read
+        return {"state": read.state, "owner": read.owner, "attribute": read.attribute,
+                "changes": changes_data(self.changes)}
 
 
 def qualified(module: SourceModule, name: str = "") -> str:
@@ -48,29 +57,30 @@ def source_text(module: SourceModule, node: cst.CSTNode) -> str:
     return " ".join(module.code(node).split())
 
 
-def changes_data(segment: Segment, changes: list[Change]) -> list[dict[str, Any]]:
-    """Each change as data, in (file, row) order, with its phase: inside the segment, in
-    setup (`__init__` and friends), else any other run-time code (reported as forward)."""
-    inside = {(reached.module.path, reached.function.qualname) for reached in segment.functions}
-    ordered = sorted(changes, key=lambda change: (change.module.display, change.row))
-    return [change_fact(change.module, change.node, change.how, change.where,
-                        phase_of(change, inside)) for change in ordered]
+def in_segment(segment: Segment, change: Change) -> bool:
+    """Whether the change is made by a function of the segment."""
+    where = function_key(change.where)
+    path = change.path.resolve()
+    return any(reached.function.qualname == where and reached.module.path.resolve() == path
+               for reached in segment.functions)
 
 
-def phase_of(change: Change, inside: set[tuple[Path, str]]) -> str:
-    if (change.module.path, change.where) in inside:
-        return SEGMENT
-    if change.where.rsplit(".", 1)[-1] in SETUP_METHODS:
-        return CONFIGURATION
-    return FORWARD
+def changes_data(changes: list[tuple[Change, When]]) -> list[dict[str, Any]]:
+    """Each change as data, in (file, row) order."""
+    ordered = sorted(changes, key=lambda pair: (pair[0].display, pair[0].row))
+    return [change_fact(change.display, change.row, change.how, change.where, when)
+            for change, when in ordered]
 
 
-def change_fact(module: SourceModule, node: cst.CSTNode, how: ChangeHow, function: str,
-                phase: str) -> dict[str, Any]:
-    return {"filename": module.display, "row": module.start(node).row,
-            "function": function or None, "phase": phase, "how": how.value}
+def change_fact(display: str, row: int, how: ChangeHow, function: str,
+                when: When) -> dict[str, Any]:
+    return {"filename": display, "row": row, "function": function or None,
+            "phase": when.phase.value, "how": how.value, "because": when.because.value,
+            "via": when.via}
 
 
 def segment_change(reached: Reached, node: cst.CSTNode, how: ChangeHow) -> dict[str, Any]:
     """A change the segment itself makes (CKP401's hazard)."""
-    return change_fact(reached.module, node, how, reached.function.qualname, SEGMENT)
+    function = reached.function.qualname
+    return change_fact(reached.module.display, reached.module.start(node).row, how, function,
+                       When(Phase.SEGMENT, Because.SEGMENT, function))

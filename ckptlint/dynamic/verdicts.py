@@ -224,9 +224,10 @@ _SIMPLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'
 
 def state_expression(finding: Finding) -> str | None:
     """The state a CKP201/204/401 finding is about (`data["state"]`), when the child can read
-    it; None for output (print, logging) and for expressions it cannot follow."""
+    it; None for output (print, logging), writes outside the process (`torch.save`) and for
+    expressions it cannot follow."""
     state = finding.data.get("state")
-    if finding.data.get("effect") == "output" or not isinstance(state, str):
+    if finding.data.get("effect") in ("output", "io") or not isinstance(state, str):
         return None
     return state if _SIMPLE.match(state) else None
 

@@ -49,7 +49,8 @@ from ckptlint.storage.plain_data import (
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
-FORMAT = 3  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`
+FORMAT = 4  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`;
+# 3: state findings without phases decided by the call graph (no `because`/`via`)
 
 Signature = tuple[int, int, int, int]
 CacheKey = tuple[Signature, str]  # (stat signature, digest): what a file is cached under

@@ -68,6 +68,7 @@ _TOKEN = re.compile(r"""
       | '[^'\\\n]*(?:\\.[^'\\\n]*)*'
       | "[^"\\\n]*(?:\\.[^"\\\n]*)*" )
     | \#[^\n]*                                         # a comment
+    | \d[\d_]*\.\d*(?:[eE][-+]?\d+)?[jJ]?              # a number with a point: `1.0`, `1.e-5`
     | \w+                                              # a name or a number
     | [^\w\s]                                          # an operator or a bracket
 """, re.VERBOSE | re.DOTALL)

@@ -145,6 +145,11 @@ def test_state_specs_come_from_data_never_from_the_message():
     printed = replace(printed, data={**printed.data, "effect": "output"})
     [spec] = build_plan([printed])["specs"]
     assert spec["expr"] is None and spec["line"][1] == 7
+    # A write outside the process (`torch.save`) names a function, not state to read.
+    saved = finding("CKP401", 9, "torch.save")
+    saved = replace(saved, data={**saved.data, "effect": "io"})
+    [spec] = build_plan([saved])["specs"]
+    assert spec["expr"] is None and spec["line"][1] == 9
 
 
 def test_a_hazard_reported_at_its_site_is_watched_at_its_own_line():

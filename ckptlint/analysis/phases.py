@@ -1,0 +1,423 @@
+"""When a change of state can run, relative to a checkpointed segment's forward and its replay.
+
+A segment's forward and its replay are separated by the rest of that step's forward and by
+backward. A write of module-level or instance state runs in one of these phases:
+
+1. `segment`: inside the checkpointed code itself (decided by the segment, not here);
+2. `forward`: in a forward path that can run after the segment in the same step: a module's
+   `forward`, what it calls, forward hooks;
+3. `backward-hook`: in a backward hook (`register_hook`, `register_full_backward_hook`, ...)
+   or an autograd `Function.backward`, and what they call;
+4. `step`: in training code between a forward call and its `.backward()`, and what that code
+   calls; a function nothing in the project calls counts here too (training code outside
+   the project may call it at any time), unless its name makes it a setter or switch;
+5. `configuration`: only in setup (`__init__` and the other setup methods), in setters and
+   switches, in training code between steps (after `.backward()`, before the next forward),
+   at module level outside a training loop, or in functions called only from functions
+   nothing in the project calls (entry points such as a pipeline's `__call__`: when they
+   run is unknown, and an unknown is not reported).
+
+The call graph decides: a function's phase is the most run-time one of the places that call
+it. Names (`set_*`, `enable_*`, ...; framework hooks such as Lightning's `training_step`)
+decide only for a function with no caller in the project.
+Calls are matched by name: `self.m(...)` to methods of related classes, `obj.m(...)` to any
+method named `m` unless the name is a generic one (`update`, `step`, `forward`, ...),
+`f(...)` to functions of the same file or imported by that name.
+
+The facts come from `ast` summaries of the project's files (`ckptlint.analysis.callgraph`),
+made only for files whose text names what is asked about, once per file per run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ckptlint.analysis.callgraph import (
+    AttributeWrite,
+    CallSite,
+    FileSummary,
+    FunctionSummary,
+    summarize,
+)
+from ckptlint.analysis.segment import CONTAINER_MUTATORS, is_mutator
+from ckptlint.enums import TextEnum
+
+# Methods that set an object up: their writes are configuration, whoever calls them.
+SETUP_METHODS = frozenset({
+    "__init__", "__new__", "__post_init__", "__setstate__", "__init_subclass__",
+    "reset_parameters", "_reset_parameters", "_init_weights", "init_weights", "_initialize",
+    "__set_name__", "_load_from_state_dict", "load_state_dict", "post_init", "_post_init",
+    "tie_weights", "_tie_or_clone_weights",
+})
+# Setters and switches, by name (for functions with no caller in the project).
+SETTER_PREFIXES = ("set_", "enable_", "disable_", "reset_", "fuse_", "unfuse_", "switch_to_")
+SETTER_NAMES = frozenset({"fuse", "unfuse", "switch_to_deploy"})
+# Method names too common to link `obj.name(...)` to a project method of that name: Python
+# containers and objects, tensors and `torch.nn.Module`/optimizer methods.
+GENERIC_METHODS = frozenset({
+    *CONTAINER_MUTATORS, "forward", "__call__", "__init__", "__enter__", "__exit__", "step",
+    "update", "reset", "run", "apply", "train", "eval", "to", "cuda", "cpu", "float", "half",
+    "double", "copy", "clone", "close", "open", "read", "write", "get", "set", "load", "save",
+    "compile", "register", "start", "stop", "wait", "format", "items", "keys", "values",
+    "state_dict", "parameters", "modules", "children", "named_modules",
+    "named_parameters", "zero_grad", "backward", "init", "setup", "build", "call", "main",
+    "detach", "item", "view", "reshape", "size", "join", "split", "strip", "replace", "sum",
+    "mean", "max", "min", "flush", "info", "debug", "warning", "error", "log", "fit",
+})
+# Methods training frameworks call (Lightning, the transformers Trainer), for methods with no
+# caller in the project: between the forward and `.backward()`, or between steps.
+FRAMEWORK_STEP_METHODS = frozenset({"training_step", "compute_loss", "on_before_backward"})
+FRAMEWORK_BETWEEN_STEPS = frozenset({
+    "on_train_batch_start", "on_train_batch_end", "on_after_backward",
+    "on_before_optimizer_step", "optimizer_step", "on_train_epoch_start", "on_train_epoch_end",
+    "on_validation_epoch_start", "on_validation_epoch_end", "validation_step",
+})
+
+
+class Phase(TextEnum):
+    SEGMENT = "segment"
+    FORWARD = "forward"
+    BACKWARD_HOOK = "backward-hook"
+    STEP = "step"
+    CONFIGURATION = "configuration"
+
+
+RUNTIME_PHASES = frozenset({Phase.SEGMENT, Phase.FORWARD, Phase.BACKWARD_HOOK, Phase.STEP})
+
+
+class Because(TextEnum):
+    """Why a change has its phase (findings carry it as `changes[].because`)."""
+
+    SEGMENT = "segment"  # inside the checkpointed code
+    FORWARD = "forward"  # a `forward` method, or called from one
+    FORWARD_HOOK = "forward-hook"  # a registered forward hook, or called from one
+    BACKWARD_HOOK = "backward-hook"  # a backward hook or `Function.backward`, or their callees
+    TRAINING = "training"  # between a forward call and its `.backward()`
+    UNCALLED = "uncalled"  # nothing in the project calls it
+    ENTRY_POINT = "entry-point"  # called only from functions nothing in the project calls
+    SETUP = "setup"  # `__init__` and the other setup methods
+    SETTER = "setter"  # a setter or switch with no caller in the project
+    BETWEEN_STEPS = "between-steps"  # training code outside its forward-to-backward windows
+    MODULE_LEVEL = "module-level"  # module-level code outside a training window
+
+
+@dataclass(frozen=True)
+class When:
+    phase: Phase
+    because: Because
+    via: str | None  # the function that decides (a forward, a hook, training code); None
+    # at module level
+
+    @property
+    def runtime(self) -> bool:
+        return self.phase in RUNTIME_PHASES
+
+
+PRIORITY = {Phase.FORWARD: 4, Phase.BACKWARD_HOOK: 3, Phase.STEP: 2, Phase.CONFIGURATION: 1}
+
+
+def is_setter_name(name: str) -> bool:
+    bare = name.lstrip("_")
+    return bare in SETTER_NAMES or bare.startswith(SETTER_PREFIXES)
+
+
+def function_key(qualname: str) -> str:
+    """The summarized function holding a change: `f` for `f.<lambda>`, `f.<comprehension>`."""
+    parts = qualname.split(".") if qualname else []
+    while parts and parts[-1].startswith("<"):
+        parts.pop()
+    return ".".join(parts)
+
+
+# `.attr = `, `.attr[k] += `, `.attr.b = `, `.attr.append(` and the like: the attribute
+# (group 1) and, for a method called on it, the method (group 2).
+ASSIGN_OPERATOR = r"(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)"
+ATTRIBUTE_WRITE = re.compile(
+    rf"\.(\w+)(?=[ \t]*(?:\[[^\]\n]*\][ \t]*)?{ASSIGN_OPERATOR}"
+    rf"|\.\w+[ \t]*{ASSIGN_OPERATOR}|\.(\w+)[ \t]*\()")
+OWN_RECEIVER = re.compile(r"(?:^|[^\w.])(?:self|cls)$")
+
+
+def written_attribute_names(text: str) -> set[str]:
+    """Attributes the text may change on an object other than its own `self`/`cls`: a cheap
+    superset, made precise by the file's summary."""
+    found: set[str] = set()
+    for match in ATTRIBUTE_WRITE.finditer(text):
+        method = match.group(2)
+        if method is not None and not is_mutator(method):
+            continue
+        start = match.start()
+        if OWN_RECEIVER.search(text, max(0, start - 5), start):
+            continue
+        found.add(match.group(1))
+    return found
+
+
+def element_write_pattern(attr: str) -> re.Pattern[str]:
+    """`X[k].attr` (group 1 empty) or `name.attr` (group 1: the name) written or mutated."""
+    name = re.escape(attr)
+    return re.compile(rf"(?:\]|\b(\w+))[ \t]*\.{name}(?:[ \t]*(?:\[[^\]\n]*\][ \t]*)?"
+                      rf"{ASSIGN_OPERATOR}|\.\w+)")
+
+
+def element_write(text: str, pattern: re.Pattern[str]) -> bool:
+    """Whether the text may write the attribute on an element of a collection: after a
+    subscript, or on a name some `for` binds."""
+    for match in pattern.finditer(text):
+        receiver = match.group(1)
+        if receiver is None or re.search(
+                rf"\bfor\b[^\n:]*\b{re.escape(receiver)}\b[^\n:]*\bin\b", text):
+            return True
+    return False
+
+
+class PhaseFinder:
+    """Phases of functions and rows of the project, answered from `ast` summaries.
+
+    `files` lists the project's files, `text` reads one (None when it cannot), and
+    `module_name` gives a file's dotted module name. Everything is kept for the run.
+    """
+
+    def __init__(self, files: Callable[[], list[Path]], text: Callable[[Path], str | None],
+                 module_name: Callable[[Path], str]) -> None:
+        self.files = files
+        self.text = text
+        self.module_name = module_name
+        self._summaries: dict[Path, FileSummary | None] = {}
+        self._naming: dict[str, list[Path]] = {}
+        self._functions: dict[tuple[Path, str], When | None] = {}
+        self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
+        self._written: dict[str, list[Path]] | None = None
+
+    def summary(self, path: Path) -> FileSummary | None:
+        if path not in self._summaries:
+            text = self.text(path)
+            self._summaries[path] = summarize(text) if text is not None else None
+        return self._summaries[path]
+
+    def files_calling(self, name: str) -> list[Path]:
+        """Project files whose text may call `name` or pass it as an argument."""
+        if name not in self._naming:
+            use = re.compile(rf"(?<!def )\b{re.escape(name)}\s*\(|[(,=]\s*(?:\w+\.)?"
+                             rf"{re.escape(name)}\s*[,)]")
+            self._naming[name] = [path for path in self.files()
+                                  if (text := self.text(path)) is not None and name in text
+                                  and use.search(text) is not None]
+        return self._naming[name]
+
+    # -- the phase of a row and of a function ------------------------------------------------
+    def when(self, path: Path, function: str, row: int) -> When:
+        """The phase of code on `row` of `function` (a qualified name, "" at module level)."""
+        key = function_key(function)
+        summary = self.summary(path)
+        found = summary.functions.get(key) if summary is not None else None
+        if found is not None and found.driver:
+            via = key or None
+            if any(start <= row < end for start, end in found.windows):
+                return When(Phase.STEP, Because.TRAINING, via)
+            return When(Phase.CONFIGURATION, Because.BETWEEN_STEPS, via)
+        if not key:
+            return When(Phase.CONFIGURATION, Because.MODULE_LEVEL, None)
+        return self.function_when(path, key) or When(Phase.STEP, Because.UNCALLED, key)
+
+    def function_when(self, path: Path, qualname: str) -> When | None:
+        """The phase of a function's body (None while it is being worked out: a cycle)."""
+        key = (path, qualname)
+        if key in self._functions:
+            return self._functions[key]
+        self._functions[key] = None
+        self._functions[key] = answer = self.compute(path, qualname)
+        return answer
+
+    def compute(self, path: Path, qualname: str) -> When:
+        summary = self.summary(path)
+        function = summary.functions.get(qualname) if summary is not None else None
+        name = qualname.rsplit(".", 1)[-1]
+        if name in SETUP_METHODS:
+            return When(Phase.CONFIGURATION, Because.SETUP, qualname)
+        if function is not None and function.is_property_setter:
+            return When(Phase.CONFIGURATION, Because.SETTER, qualname)
+        if function is not None and function.cls is not None and name == "forward":
+            return When(Phase.FORWARD, Because.FORWARD, qualname)
+        found: list[When] = []
+        if summary is not None and function is not None and function.cls is not None \
+                and name == "backward" and self.is_autograd_function(summary, function.cls):
+            found.append(When(Phase.BACKWARD_HOOK, Because.BACKWARD_HOOK, qualname))
+        for _, registration in self.hook_registrations(path, qualname, function):
+            if registration.kind == "forward":
+                return When(Phase.FORWARD, Because.FORWARD_HOOK, qualname)
+            found.append(When(Phase.BACKWARD_HOOK, Because.BACKWARD_HOOK, qualname))
+        for other, site in self.callers(path, qualname, function):
+            caller = self.caller_when(other, site)
+            if caller is None:
+                continue
+            if caller.because == Because.UNCALLED:
+                caller = When(Phase.CONFIGURATION, Because.ENTRY_POINT, caller.via)
+            if caller.phase == Phase.FORWARD:
+                return caller
+            found.append(caller)
+        if found:
+            return max(found, key=lambda when: PRIORITY[when.phase])
+        return self.by_name(qualname, function)
+
+    @staticmethod
+    def by_name(qualname: str, function: FunctionSummary | None) -> When:
+        """The phase of a function nothing in the project calls, from its name."""
+        name = qualname.rsplit(".", 1)[-1]
+        if is_setter_name(name):
+            return When(Phase.CONFIGURATION, Because.SETTER, qualname)
+        if function is not None and function.cls is not None:
+            if name in FRAMEWORK_STEP_METHODS:
+                return When(Phase.STEP, Because.TRAINING, qualname)
+            if name in FRAMEWORK_BETWEEN_STEPS:
+                return When(Phase.CONFIGURATION, Because.BETWEEN_STEPS, qualname)
+        return When(Phase.STEP, Because.UNCALLED, qualname)
+
+    def caller_when(self, path: Path, site: CallSite) -> When | None:
+        """The phase of a call site (None for a caller still being worked out)."""
+        summary = self.summary(path)
+        caller = summary.functions.get(site.caller) if summary is not None else None
+        if caller is not None and caller.driver or not site.caller:
+            return self.when(path, site.caller, site.row)
+        return self.function_when(path, site.caller)
+
+    @staticmethod
+    def is_autograd_function(summary: FileSummary, cls: str) -> bool:
+        """`cls` derives from a class named `Function` (`torch.autograd.Function`), directly
+        or through classes of the same file."""
+        pending, seen = [cls], set()
+        while pending:
+            current = pending.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for base in summary.classes.get(current, ()):
+                if base == "Function":
+                    return True
+                pending.extend(q for q in summary.classes if q.rsplit(".", 1)[-1] == base)
+        return False
+
+    # -- who calls a function ----------------------------------------------------------------
+    def callers(self, path: Path, qualname: str,
+                function: FunctionSummary | None) -> list[tuple[Path, CallSite]]:
+        name = qualname.rsplit(".", 1)[-1]
+        found: list[tuple[Path, CallSite]] = []
+        if name.startswith("__") and name.endswith("__"):
+            return found  # called by Python itself (`obj(...)`, `with obj:`), not by name
+        for other in self.files_calling(name):
+            summary = self.summary(other)
+            if summary is None:
+                continue
+            for site in summary.calls.get(name, []):
+                if self.matches(path, qualname, function, other, summary, site):
+                    found.append((other, site))
+        return found
+
+    def hook_registrations(self, path: Path, qualname: str, function: FunctionSummary | None):
+        name = qualname.rsplit(".", 1)[-1]
+        # The name among a hook registration's arguments (up to the first `)`: a
+        # `partial(fn, ...)` names `fn` before it), before any file is summarized.
+        registers = re.compile(rf"register_\w*hook\w*\s*\([^)]*\b{re.escape(name)}\b")
+        for other in self.files_calling(name):
+            text = self.text(other) or ""
+            if "register_" not in text or registers.search(text) is None:
+                continue
+            summary = self.summary(other)
+            if summary is None:
+                continue
+            for registration in summary.hooks.get(name, []):
+                site = CallSite(name, registration.receiver, registration.row,
+                                registration.caller)
+                if self.matches(path, qualname, function, other, summary, site,
+                                any_method=True):
+                    yield other, registration
+
+    def matches(self, path: Path, qualname: str, function: FunctionSummary | None,
+                other: Path, summary: FileSummary, site: CallSite,
+                any_method: bool = False) -> bool:
+        """Whether `site` (in the file `other`) may call the function `qualname` of `path`."""
+        if other == path and site.caller == qualname:
+            return False  # recursion
+        name = qualname.rsplit(".", 1)[-1]
+        cls = function.cls if function is not None else None
+        if cls is not None:  # a method
+            if site.receiver in ("self", "super"):
+                caller = summary.functions.get(site.caller)
+                caller_class = caller.cls if caller is not None else None
+                return caller_class is not None and self.related(path, cls, other,
+                                                                 caller_class)
+            if site.receiver == "other":
+                return any_method or (name not in GENERIC_METHODS and not is_mutator(name))
+            return False
+        if "." in qualname:  # a nested function: called by name inside its parent
+            parent = qualname.rsplit(".", 1)[0]
+            return (site.receiver == "bare" and other == path
+                    and (site.caller == parent or site.caller.startswith(f"{parent}.")))
+        if site.receiver == "bare":
+            if other == path:
+                return True
+            imported = summary.imports.get(name, "")
+            return imported.rsplit(".", 1)[-1] == name and imported != name
+        if site.receiver == "other" and site.module:
+            own = self.module_name(path)
+            return bool(own) and (site.module == own or own.endswith(f".{site.module}"))
+        return False
+
+    def related(self, path: Path, cls: str, other: Path, other_cls: str) -> bool:
+        """The classes are one, or one derives from the other (by name, through bases of
+        their own files)."""
+        mine, theirs = self.lineage(path, cls), self.lineage(other, other_cls)
+        return bool(mine & theirs) and (cls.rsplit(".", 1)[-1] in theirs
+                                        or other_cls.rsplit(".", 1)[-1] in mine)
+
+    def lineage(self, path: Path, cls: str) -> set[str]:
+        """The class's name and its base names, through bases defined in the same file."""
+        summary = self.summary(path)
+        names: set[str] = set()
+        pending = [cls]
+        while pending:
+            current = pending.pop()
+            short = current.rsplit(".", 1)[-1]
+            if short in names:
+                continue
+            names.add(short)
+            bases = summary.classes.get(current, ()) if summary is not None else ()
+            for base in bases:
+                local = [q for q in (summary.classes if summary else ()) if
+                         q.rsplit(".", 1)[-1] == base]
+                pending.extend(local or [base])
+        return names
+
+    # -- writes to other objects' attributes ----------------------------------------------------
+    def attribute_writes(self, attr: str,
+                         classes: frozenset[str]) -> list[tuple[Path, AttributeWrite]]:
+        """`R.attr = ...` and the like, with `R` not the writer's own `self`, project-wide, in
+        the files that may write it on an instance of one of `classes`: those naming one of
+        them (a receiver's class is known only from names in its file) or writing it on an
+        element of a collection (`blocks[0].attr = ...`, `for b in blocks: b.attr = ...`)."""
+        key = (attr, classes)
+        if key not in self._writes:
+            element = element_write_pattern(attr)
+            self._writes[key] = [
+                (path, write) for path in self.written_attributes().get(attr, [])
+                if (text := self.text(path)) is not None
+                and (any(name in text for name in classes) or element_write(text, element))
+                and (summary := self.summary(path)) is not None
+                for write in summary.attribute_writes.get(attr, [])]
+        return self._writes[key]
+
+    def written_attributes(self) -> dict[str, list[Path]]:
+        """Attribute name -> the project files whose text may write it on another object:
+        one scan of the project's text per run, whatever the number of attributes asked."""
+        if self._written is None:
+            index: dict[str, list[Path]] = {}
+            for path in self.files():
+                text = self.text(path)
+                if text:
+                    for attr in written_attribute_names(text):
+                        index.setdefault(attr, []).append(path)
+            self._written = index
+        return self._written
