@@ -65,9 +65,6 @@ class CheckpointApi:
     preserve_rng_index: int | None = None
     # A method of an instance of the class named by `qualname` minus its last part.
     method: bool = False
-    # Mode.TORCH only: the API's own default, not torch's warning, makes a missing
-    # `use_reentrant` reentrant (TransformerEngine's `checkpoint`).
-    own_default: bool = False
 
     @property
     def key(self) -> str:
@@ -88,7 +85,6 @@ _WRAPPER_MODULE = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
 
 _FUNCTION, _SEQUENTIAL, _WRAPPER = SiteKind.FUNCTION, SiteKind.SEQUENTIAL, SiteKind.WRAPPER
 _MEGATRON = "megatron.core.tensor_parallel"
-_TE = "transformer_engine.pytorch"
 _FAIRSCALE = "fairscale.nn.checkpoint"
 BUILTIN_APIS: dict[str, CheckpointApi] = {
     api.key: api
@@ -119,9 +115,6 @@ BUILTIN_APIS: dict[str, CheckpointApi] = {
              method=True),
         _api(f"{_MEGATRON}.random.CheckpointWithoutOutput.checkpoint", _FUNCTION,
              Mode.REENTRANT, method=True),
-        # `use_reentrant` is popped from its keywords, default True.
-        _api(f"{_TE}.distributed.checkpoint", _FUNCTION, Mode.TORCH, own_default=True),
-        _api(f"{_TE}.checkpoint", _FUNCTION, Mode.TORCH, own_default=True),
         _api("fairseq.modules.checkpoint_activations.checkpoint_wrapper", _WRAPPER,
              Mode.REENTRANT),
         # fairscale's wrapper runs the module through its own reentrant autograd Function.
