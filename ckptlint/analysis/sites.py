@@ -138,6 +138,8 @@ class HfRequest:
     # when they are assigned after construction (`args.gradient_checkpointing_kwargs = ...`).
     dict_node: cst.Dict | None = None
     assigned_later: bool = False
+    # Something (`None` included) is passed for the keywords' parameter.
+    kwargs_passed: bool = False
 
 
 @dataclass(eq=False)
@@ -650,7 +652,7 @@ class SiteFinder(Visitor):
             state = Keywords.ABSENT
         site.hf = HfRequest(call, enabled_by, kwargs.name, state,
                             frozenset(keys or ()), switch_value, switch_passed, dict_node,
-                            bool(assigned))
+                            bool(assigned), given is not None)
         if keys is not None and "use_reentrant" in keys:
             flag = self.constant(keys["use_reentrant"], self.module, site.scope, 0)
             site.mode = (Mode.UNKNOWN if flag is None
