@@ -83,8 +83,8 @@ RULES: dict[str, RuleInfo] = {
                  "fairseq, fairscale)",
                  CALL.with_fields({"decided_by": OneOf(("api", "checkpoint_impl",
                                                         "use_reentrant",
-                                                        "checkpoint_kwargs"))},
-                                  optional={"kwargs_keyword": STR})),
+                                                        "checkpoint_kwargs", "passed_api"))},
+                                  optional={"kwargs_keyword": STR, "passed_api": STR})),
         RuleInfo("CKP102", "implicit-use-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
                  "ckptlint.checks.implicit_use_reentrant:ImplicitUseReentrant",
                  "`checkpoint`/`checkpoint_sequential` without `use_reentrant` (torch warns, "

@@ -138,7 +138,7 @@ HF_LAYER_BASES = (
 )
 HF_CHECKPOINT_METHOD = "_gradient_checkpointing_func"
 HF_ENABLE_METHOD = "gradient_checkpointing_enable"
-# transformers 5.23 added `activation_checkpointing_enable` (and deprecated the other name).
+# transformers 5.24 added `activation_checkpointing_enable` (and deprecated the other name).
 HF_ACTIVATION_ENABLE_METHOD = "activation_checkpointing_enable"
 # Each enable method and its keyword for the checkpoint's own keywords (also its first
 # positional parameter).
@@ -162,9 +162,8 @@ HF_TRAINING_ARGUMENTS = (
     "transformers.training_args.TrainingArguments",
     "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
 )
-# trl's trainer configurations: `gradient_checkpointing` defaults to True in trl 0.22 and
-# later, and from trl 0.27 the trainers default `use_reentrant` to False
-# (docs/torch-facts.md, "trl").
+# trl's trainer configurations: `gradient_checkpointing` defaults to True, and trl 1.x's
+# trainers `setdefault("use_reentrant", False)` (docs/torch-facts.md, "Entry points").
 TRL_CONFIGS = tuple(
     name
     for config, module in (("SFTConfig", "sft_config"), ("DPOConfig", "dpo_config"),

@@ -161,6 +161,9 @@ class Site:
     # transformers' enabling calls (HF_ENABLE, HF_ARGS, and peft's entry point).
     hf: HfRequest | None = None
     entry: EntryPoint | None = None
+    # The API passed to this one that decides its mode (`checkpoint_wrapper_fn=...`, diffusers'
+    # `gradient_checkpointing_func`), when that API has a single mode.
+    passed_api: str = ""
     # Filled by `resolve_targets`.
     targets: list[FunctionValue] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
@@ -695,6 +698,12 @@ class SiteFinder(Visitor):
         ref = refs[0]
         inner = self.arguments(cst.Call(func=cst.Name("_")), given.scope, ref.partials)
         self.decide_keyword_mode(site, ref.api, inner)
+        if site.mode_source == ModeSource.IMPLICIT:
+            # The library calls it without `use_reentrant`: torch's default, with no keyword
+            # the user could add at this call.
+            site.mode_source = ModeSource.API
+        if site.mode_source == ModeSource.API:
+            site.passed_api = ref.api.qualname
 
     def decide_wrapper_fn(self, site: Site, given: Argument | None,
                           arguments: CallArguments) -> None:
@@ -885,6 +894,8 @@ class SiteFinder(Visitor):
         ref = refs[0]
         inner = self.arguments(cst.Call(func=cst.Name("_")), wrapper_fn.scope, ref.partials)
         self.decide_wrapper_mode(site, ref.api, inner.keywords.get("checkpoint_impl"), inner)
+        if site.mode_source == ModeSource.API:
+            site.passed_api = ref.api.qualname
 
     def preserve_rng_state(self, api: CheckpointApi, arguments: CallArguments,
                            scope: Scope) -> bool | None:

@@ -12,7 +12,7 @@ from ckptlint.fix.edits import add_dict_entry, add_keyword
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
 # The names whose default was reentrant before transformers 5.0; the `activation_checkpointing`
-# names came with 5.23, whose default is non-reentrant.
+# names came with 5.24, whose default is non-reentrant.
 REENTRANT_BEFORE_5 = ("gradient_checkpointing_enable", "gradient_checkpointing",
                       "prepare_model_for_kbit_training")
 

@@ -16,6 +16,7 @@ class ReentrantCheckpoint(SiteRule):
                "rejects keyword arguments; prefer non-reentrant checkpointing")
     phrases = {"decided_by": {
         "api": "`{api}` always checkpoints in reentrant mode",
+        "passed_api": "`{passed_api}`, passed to `{api}`, checkpoints in reentrant mode",
         "checkpoint_impl": "`CheckpointImpl.REENTRANT` checkpoints in reentrant mode",
         "use_reentrant": "`use_reentrant=True` checkpoints in reentrant mode",
         "checkpoint_kwargs": "`\"use_reentrant\": True` in `{kwargs_keyword}` checkpoints in "
@@ -30,6 +31,10 @@ class ReentrantCheckpoint(SiteRule):
         if site.hf is not None:  # transformers' keywords (a library entry point's too)
             yield self.site_finding(site, {"decided_by": "checkpoint_kwargs",
                                            "kwargs_keyword": site.hf.kwargs_keyword})
+            return
+        if site.mode_source == ModeSource.API and site.passed_api:
+            yield self.site_finding(site, {"decided_by": "passed_api",
+                                           "passed_api": site.passed_api})
             return
         if site.mode_source == ModeSource.API:
             decided_by = "api"
