@@ -1,45 +1,45 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cached_property
 
 from ckptlint.analysis.apis import Mode
 from ckptlint.analysis.sites import HfCall, Keywords, ModeSource, Site
 from ckptlint.checks.base import SiteRule
-from ckptlint.config import parse_version
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_dict_entry, add_keyword
+from ckptlint.versions import Versions, versions_in_force
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
 # The names whose default was reentrant before transformers 5.0; the `activation_checkpointing`
 # names came with 5.24, whose default is non-reentrant.
+FIRST_NON_REENTRANT = (5,)  # transformers PR #43203
+FIRST_WITH_KWARGS = (4, 35)  # `gradient_checkpointing_kwargs` exists from here: the fix needs it
 REENTRANT_BEFORE_5 = ("gradient_checkpointing_enable", "gradient_checkpointing",
                       "prepare_model_for_kbit_training")
-
-
-@lru_cache(maxsize=1)
-def installed_transformers() -> str | None:
-    """The transformers version installed here, read without importing transformers."""
-    from importlib import metadata  # (only here: it costs most runs 15 ms for nothing)
-
-    try:
-        return metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 class HfImplicitReentrant(SiteRule):
     """transformers gradient checkpointing without `use_reentrant`, before transformers 5.0."""
 
     code = "CKP104"
-    message = ("{enabled_by:phrase} without `use_reentrant`: transformers {version} checkpoints "
-               "in reentrant mode (no gradients with frozen embeddings or adapters); pass "
+    message = ("{enabled_by:phrase} without `use_reentrant`: {version_source:phrase} "
+               "(no gradients with frozen embeddings or adapters); pass "
                "`gradient_checkpointing_kwargs={{\"use_reentrant\": False}}`")
-    # Enabled by the model method, the training arguments' keyword, or peft's helper.
-    phrases = {"enabled_by": {
-        "gradient_checkpointing_enable": "`gradient_checkpointing_enable()`",
-        "gradient_checkpointing": "`gradient_checkpointing=True`",
-        "prepare_model_for_kbit_training": "`prepare_model_for_kbit_training()`"}}
+    phrases = {
+        # Enabled by the model method, the training arguments' keyword, or peft's helper.
+        "enabled_by": {
+            "gradient_checkpointing_enable": "`gradient_checkpointing_enable()`",
+            "gradient_checkpointing": "`gradient_checkpointing=True`",
+            "prepare_model_for_kbit_training": "`prepare_model_for_kbit_training()`"},
+        "version_source": {
+            "config": "transformers {version} checkpoints in reentrant mode",
+            "installed": "transformers {version} (installed here) checkpoints in reentrant mode",
+            "declared": "the transformers versions the project declares ({versions}) include "
+                        "releases before 5.0, which checkpoint in reentrant mode",
+            "unknown": "releases of transformers before 5.0 checkpoint in reentrant mode, and "
+                       "which one runs is unknown (declare it, or set `versions = "
+                       "{{transformers = \"...\"}}` in `[tool.ckptlint]`)"}}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         request = site.hf
@@ -51,15 +51,19 @@ class HfImplicitReentrant(SiteRule):
             return
         if request.switch_passed and request.switch is not True:
             return  # off, or a value the linter cannot read
-        configured = self.context.config.transformers_version
-        version = configured or installed_transformers()
-        parsed = parse_version(version) if version else None
-        if parsed is None or parsed >= (5,):
+        versions = self.versions
+        if not versions.admits_before(FIRST_NON_REENTRANT):
             return
+        version = versions.ranges[0].removeprefix("==") if versions.ranges else "unknown"
+        fix = self.fix(site) if versions.all_from(FIRST_WITH_KWARGS) else None
         yield self.site_finding(site, {
-            "mode": Mode.REENTRANT.value, "versions": f"=={version}", "version": version,
-            "version_source": "config" if configured else "installed",
-            "enabled_by": request.enabled_by}, fix=self.fix(site))
+            "mode": Mode.REENTRANT.value, "versions": versions.text, "version": version,
+            "version_source": versions.source, "enabled_by": request.enabled_by}, fix=fix)
+
+    @cached_property
+    def versions(self) -> Versions:
+        """The transformers versions in force, read once per run."""
+        return versions_in_force(self.context.config)
 
     @staticmethod
     def fix(site: Site) -> Fix | None:
