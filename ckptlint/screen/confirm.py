@@ -40,6 +40,7 @@ looked for in the text, which can only over-approximate (comments and strings co
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import cast
@@ -162,7 +163,7 @@ class SiteConfirmer:
         relevant.extend((local, WILDCARD) for local, qualname in bindings
                         if self.from_project(qualname))
         if star:  # `from M import *` may bind any name the file does not: an API, a helper
-            relevant.extend((name, WILDCARD) for name in loaded_names(tree))
+            relevant.extend((name, WILDCARD) for name in unbound_names(tree))
         if not relevant:
             return False
         try:
@@ -277,9 +278,29 @@ class AliasClosure:
         return set()
 
 
-def loaded_names(tree: ast.Module) -> set[str]:
-    """Every name the module reads."""
-    return {cast(ast.Name, node).id for node in ast.walk(tree) if type(node) is ast.Name}
+_BUILTINS = frozenset(dir(builtins))
+
+
+def unbound_names(tree: ast.Module) -> set[str]:
+    """Names the module reads but binds nowhere (scope-blind) and that are not builtins:
+    those a star import may provide."""
+    loaded: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            name = cast(ast.Name, node)
+            (loaded if type(name.ctx) is ast.Load else bound).add(name.id)
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            bound.add(cast("ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef", node).name)
+        elif kind is ast.arg:
+            bound.add(cast(ast.arg, node).arg)
+        elif kind is ast.alias:
+            alias = cast(ast.alias, node)
+            bound.add(alias.asname or alias.name.split(".")[0])
+        elif kind is ast.ExceptHandler and cast(ast.ExceptHandler, node).name:
+            bound.add(cast(str, cast(ast.ExceptHandler, node).name))
+    return loaded - bound - _BUILTINS
 
 
 def function_returns(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.expr]:
