@@ -128,3 +128,14 @@ def test_show_settings_names_each_setting_and_where_the_versions_come_from(tmp_p
     assert f"versions in force: transformers ==4.46.0 (config: {root / 'pyproject.toml'})" \
         in shown
     assert "versions: transformers = 4.46.0" in shown
+
+
+def test_setup_py_is_read_never_run(tmp_path):
+    setup = ('import pathlib\npathlib.Path("ran").write_text("yes")\n'
+             'from setuptools import setup\nREQS = ["transformers>=5"]\n'
+             'setup(name="p", install_requires=["transformers>=4.40"] + REQS)\n')
+    # A computed list is not followed: only literal lists count, so nothing is declared here.
+    root = project(tmp_path, {"setup.py": setup})
+    [finding] = ckp104(root)
+    assert finding["data"]["version_source"] == "unknown"
+    assert not (root / "ran").exists()
