@@ -369,8 +369,8 @@ class SiteFinder(Visitor):
             attr = expr.attr.value
             owner = self.resolver.self_class(expr.value, module, scope)
             if owner is not None:
-                return {name for value, value_scope in self.assignments(owner, attr)
-                        for name in self.qualnames(value, owner.module, value_scope, depth + 1)}
+                return {name for value, value_module, value_scope in self.assignments(owner, attr)
+                        for name in self.qualnames(value, value_module, value_scope, depth + 1)}
             return {f"{head}.{attr}" for head in self.qualnames(expr.value, module, scope,
                                                                 depth + 1)}
         if isinstance(expr, cst.Call):
@@ -459,15 +459,15 @@ class SiteFinder(Visitor):
         path = project.module_path(dotted)
         return project.module_at(path) if path is not None else None
 
-    def assignments(self, owner: ClassInfo, attr: str):
-        """`self.attr = value` in the class or, when it assigns none, its project bases."""
-        found = self.resolver.attribute_assignments(owner).get(attr)
-        if not found:
-            for base in self.resolver.base_classes(owner):
-                found = self.resolver.attribute_assignments(base).get(attr)
-                if found:
-                    break
-        return found or []
+    def assignments(self, owner: ClassInfo,
+                    attr: str) -> list[tuple[cst.BaseExpression, SourceModule, Scope]]:
+        """(value, module, scope) of `self.attr = value` in the class or, when it assigns
+        none, in the first of its project bases that does (possibly another module)."""
+        for cls in (owner, *self.resolver.base_classes(owner)):
+            found = self.resolver.attribute_assignments(cls).get(attr)
+            if found:
+                return [(value, cls.module, scope) for value, scope in found]
+        return []
 
     def returned(self, call: cst.Call, module: SourceModule, scope: Scope, depth: int):
         """(value, module, scope) of each `return` of the project function or method called:
@@ -528,8 +528,9 @@ class SiteFinder(Visitor):
         elif isinstance(expr, cst.Attribute):
             owner = self.resolver.self_class(expr.value, module, scope)
             if owner is not None:
-                for value, value_scope in self.assignments(owner, expr.attr.value):
-                    refs.extend(self.api_refs(value, owner.module, value_scope, depth + 1))
+                for value, value_module, value_scope in self.assignments(owner,
+                                                                         expr.attr.value):
+                    refs.extend(self.api_refs(value, value_module, value_scope, depth + 1))
         elif isinstance(expr, cst.Call):
             if expr.args and not expr.args[0].star and \
                     self.qualnames(expr.func, module, scope, depth + 1) & {"functools.partial"}:
