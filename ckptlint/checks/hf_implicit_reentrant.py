@@ -1,14 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import cached_property
 
 from ckptlint.analysis.apis import Mode
 from ckptlint.analysis.sites import HfCall, Keywords, ModeSource, Site
 from ckptlint.checks.base import SiteRule
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_dict_entry, add_keyword
-from ckptlint.versions import Versions, versions_in_force
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
 # The names whose default was reentrant before transformers 5.0; the `activation_checkpointing`
@@ -51,7 +49,7 @@ class HfImplicitReentrant(SiteRule):
             return
         if request.switch_passed and request.switch is not True:
             return  # off, or a value the linter cannot read
-        versions = self.versions
+        versions = self.context.versions("transformers")
         if not versions.admits_before(FIRST_NON_REENTRANT):
             return
         version = versions.ranges[0].removeprefix("==") if versions.ranges else "unknown"
@@ -59,11 +57,6 @@ class HfImplicitReentrant(SiteRule):
         yield self.site_finding(site, {
             "mode": Mode.REENTRANT.value, "versions": versions.text, "version": version,
             "version_source": versions.source, "enabled_by": request.enabled_by}, fix=fix)
-
-    @cached_property
-    def versions(self) -> Versions:
-        """The transformers versions in force, read once per run."""
-        return versions_in_force(self.context.config)
 
     @staticmethod
     def fix(site: Site) -> Fix | None:
