@@ -90,10 +90,13 @@ def main() -> None:
               help="Print a count per code instead of the findings.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False),
               help="Write the report to this file instead of stdout.")
+@click.option("--show-settings", is_flag=True,
+              help="Print the resolved settings and the library versions in force (and "
+                   "where each comes from), then exit.")
 def check(paths: tuple[str, ...], output_format: str, select, extend_select, ignore,
           extend_exclude, force_exclude: bool, config_file: str | None,
           stdin_filename: str | None, exit_zero: bool, ignore_noqa: bool, no_cache: bool,
-          jobs: int | None, **integration) -> None:
+          jobs: int | None, show_settings: bool, **integration) -> None:
     """Lint PATHS (files or folders; `-` reads stdin)."""
     from ckptlint.engine.run import lint
 
@@ -105,6 +108,11 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
         config = with_cli(config, select=split_codes(select),
                           extend_select=split_codes(extend_select), ignore=split_codes(ignore),
                           extend_exclude=list(extend_exclude))
+        if show_settings:
+            from ckptlint.commands.settings import render_settings
+
+            click.echo(render_settings(config))
+            sys.exit(0)
         # Bytes, decoded as a file would be (coding line, BOM); undecodable input is CKP999.
         stdin_bytes = sys.stdin.buffer.read() if reading_stdin else None
         result = lint(path_list, config, force_exclude=force_exclude, stdin_text=stdin_bytes,

@@ -48,7 +48,9 @@ class Config:
     src: tuple[Path, ...] = ()
     checkpoint_functions: tuple[tuple[str, str], ...] = ()
     segment_base_classes: tuple[str, ...] = ()
-    transformers_version: str | None = None
+    transformers_version: str | None = None  # also `versions.transformers`
+    # `versions`: (package, version) pairs the project runs (`ckptlint.versions`).
+    versions: tuple[tuple[str, str], ...] = ()
     max_depth: int = 4
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     max_analysis_nodes: int = DEFAULT_MAX_ANALYSIS_NODES
@@ -100,9 +102,9 @@ class Config:
         """A stable text of every setting that affects findings (for the cache key)."""
         return repr((sorted(self.enabled_codes()), self.per_file_ignores,
                      self.checkpoint_functions, self.segment_base_classes,
-                     self.transformers_version, self.max_depth, self.max_file_size,
-                     self.max_analysis_nodes, tuple(str(p) for p in self.import_roots),
-                     self.state_changes))
+                     self.transformers_version, self.versions, self.max_depth,
+                     self.max_file_size, self.max_analysis_nodes,
+                     tuple(str(p) for p in self.import_roots), self.state_changes))
 
 
 def apply_layer(enabled: set[str], selectors: tuple[str, ...], ignores: tuple[str, ...]) -> None:
@@ -240,8 +242,19 @@ def parse_table(table: dict[str, Any], path: Path, named_on_command_line: bool =
                     f"{', '.join(repr(m.value) for m in API_MODES)}, got {mode!r}")
             entries.append((name, mode))
         settings["checkpoint_functions"] = tuple(entries)
+    if "versions" in table:
+        mapping = reader.table("versions")
+        settings["versions"] = tuple(sorted(
+            (package, reader.version_value(f"versions.{package}", version))
+            for package, version in mapping.items()))
+        settings["transformers_version"] = mapping.get("transformers")
     if "transformers-version" in table:
-        settings["transformers_version"] = reader.version("transformers-version")
+        alias = reader.version("transformers-version")
+        if settings.get("transformers_version") not in (None, alias):
+            raise ConfigError(f"{path}: key `transformers-version`: {alias!r} differs from "
+                              f"`versions.transformers` ({settings['transformers_version']!r}); "
+                              "keep one of them")
+        settings["transformers_version"] = alias
     if "state-changes" in table:
         settings["state_changes"] = reader.choice("state-changes", STATE_CHANGES)
     for key, attr in (("max-depth", "max_depth"), ("max-file-size", "max_file_size"),
@@ -272,7 +285,7 @@ def check_globs(patterns, where: str) -> None:
 _KEYS = frozenset({
     "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "src",
     "checkpoint-functions", "segment-base-classes", "transformers-version", "max-depth",
-    "max-file-size", "max-analysis-nodes", "cache-dir", "profile-min-bytes-freed",
+    "max-file-size", "max-analysis-nodes", "cache-dir", "profile-min-bytes-freed", "versions",
     "state-changes",
 })
 
@@ -347,8 +360,10 @@ class _Reader:
         return value
 
     def version(self, key: str) -> str:
-        value = self.string(key)
-        if parse_version(value) is None:
+        return self.version_value(key, self.data[key])
+
+    def version_value(self, key: str, value: Any) -> str:
+        if not isinstance(value, str) or parse_version(value) is None:
             raise self.fail(key, "a version such as \"4.46.0\"", value)
         return value
 

@@ -78,10 +78,13 @@ RULES: dict[str, RuleInfo] = {
     for info in (
         RuleInfo("CKP101", "reentrant-checkpoint", "warning", REENTRANT_PATH, NO_FIX,
                  "ckptlint.checks.reentrant_checkpoint:ReentrantCheckpoint",
-                 "`use_reentrant=True`, `CheckpointImpl.REENTRANT`, or a reentrant-only wrapper "
-                 "(DeepSpeed, Megatron, fairseq)",
+                 "`use_reentrant=True` (also in transformers' checkpoint keywords), "
+                 "`CheckpointImpl.REENTRANT`, or a reentrant-only wrapper (DeepSpeed, Megatron, "
+                 "fairseq, fairscale)",
                  CALL.with_fields({"decided_by": OneOf(("api", "checkpoint_impl",
-                                                        "use_reentrant"))})),
+                                                        "use_reentrant",
+                                                        "checkpoint_kwargs", "passed_api"))},
+                                  optional={"kwargs_keyword": STR, "passed_api": STR})),
         RuleInfo("CKP102", "implicit-use-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
                  "ckptlint.checks.implicit_use_reentrant:ImplicitUseReentrant",
                  "`checkpoint`/`checkpoint_sequential` without `use_reentrant` (torch warns, "
@@ -103,7 +106,8 @@ RULES: dict[str, RuleInfo] = {
                      "versions": STR, "version": STR,
                      "version_source": OneOf(("config", "declared", "installed", "unknown")),
                      "enabled_by": OneOf(("gradient_checkpointing_enable",
-                                          "gradient_checkpointing"))})),
+                                          "gradient_checkpointing",
+                                          "prepare_model_for_kbit_training"))})),
         RuleInfo("CKP105", "determinism-check-disabled", "info", STATIC_ONLY, NO_FIX,
                  "ckptlint.checks.determinism_check_disabled:DeterminismCheckDisabled",
                  "`determinism_check=\"none\"`",

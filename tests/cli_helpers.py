@@ -97,11 +97,11 @@ def as_text(data: bytes) -> str:
 def forget_process_state() -> None:
     """What ckptlint remembers within one process, forgotten as a fresh process would:
     the notes given once per process, and the installed transformers version."""
-    from ckptlint.checks.hf_implicit_reentrant import installed_transformers
     from ckptlint.engine import cache
+    from ckptlint.versions import installed_version
 
     cache._notes_given.clear()
-    installed_transformers.cache_clear()
+    installed_version.cache_clear()
 
 
 def write_project(root: Path, files: dict[str, str | bytes], config: str | None = None) -> Path:

@@ -164,6 +164,40 @@ def test_transformers_fixes(tmp_path):
         'gradient_checkpointing_kwargs={"use_reentrant": False})\n')
 
 
+HF_POSITIONAL = '''\
+from transformers import AutoModel
+
+model = AutoModel.from_pretrained("gpt2")
+model.gradient_checkpointing_enable({"preserve_rng_state": True})
+model.gradient_checkpointing_enable(None)
+model.gradient_checkpointing_enable({"use_reentrant": False})
+'''
+
+
+def test_transformers_keywords_passed_by_position_are_never_passed_twice(tmp_path):
+    root = write_project(tmp_path, {"train.py": HF_POSITIONAL})
+    result = run_cli("train.py", "--fix", "--unsafe-fixes", cwd=root)
+    fixed = (root / "train.py").read_text()
+    assert fixed == HF_POSITIONAL.replace('({"preserve_rng_state": True})',
+                                          '({"use_reentrant": False, "preserve_rng_state": True})')
+    # `(None)` stays reported: it cannot take the keyword without passing the parameter twice.
+    assert result.returncode == 1
+    assert [line.split(": ")[1].split()[0] for line in result.stdout.splitlines()] == ["CKP104"]
+    ast.parse(fixed)
+
+
+def test_two_calls_on_one_line_are_two_findings_and_two_fixes(tmp_path):
+    source = CKP102_SOURCE.replace("checkpoint(block, x)",
+                                   "checkpoint(block, x) + checkpoint(block, x)")
+    root = write_project(tmp_path, {"m.py": source})
+    listed = run_cli("m.py", cwd=root)
+    assert [line.split()[1] for line in listed.stdout.splitlines()] == ["CKP102", "CKP102"]
+    assert "Would fix 2 findings" in run_cli("m.py", "--diff", "--unsafe-fixes",
+                                             cwd=root).stderr
+    assert run_cli("m.py", "--fix", "--unsafe-fixes", cwd=root).returncode == 0
+    assert (root / "m.py").read_text().count("use_reentrant=False") == 2
+
+
 def test_fix_on_stdin_prints_the_fixed_source(tmp_path):
     root = write_project(tmp_path, {})
     result = run_cli("-", "--stdin-filename", "m.py", "--fix", "--unsafe-fixes", cwd=root,

@@ -192,6 +192,26 @@ def test_relative_import_stands_only_for_the_file_s_own_package(tmp_path: Path) 
     assert not linter.may_hold_site(path, path.read_text())
 
 
+def test_a_star_import_file_passes_only_when_it_reads_a_name_it_does_not_bind(
+        tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text(
+        "import torch\n\ndef get_fn():\n    return torch.utils.checkpoint.checkpoint\n")
+    path = package / "user.py"
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(path)
+    # Every name read is bound here or a builtin: the star import cannot supply a site.
+    path.write_text("from .helpers import *\nfrom .other import run\n\n"
+                    "def f(x, fn=len):\n    y = run(x)\n    return fn(y) + len(x)\n")
+    assert not passes_shortcuts(linter, path, path.read_text())
+    # `get_fn` comes only from the star import: a helper returning the API, a site.
+    path.write_text("from .helpers import *\n\ndef f(block, x):\n"
+                    "    return get_fn()(block, x)\n")
+    assert assert_no_false_rejection(linter, path) == 1
+
+
 def test_the_api_s_own_module(tmp_path: Path) -> None:
     # Linting torch itself: inside torch/utils/checkpoint.py, `checkpoint` is the API.
     package = tmp_path / "torch" / "utils"

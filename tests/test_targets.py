@@ -430,3 +430,19 @@ def test_function_reading_a_global_sees_its_last_binding(tmp_path: Path) -> None
             return checkpoint(BLOCK, x, use_reentrant=False)
         BLOCK = B()
         """) == {("B.forward",)}
+
+
+def test_modules_that_import_a_name_from_each_other_end_in_ckp901(tmp_path: Path) -> None:
+    """A re-export cycle (a.py imports `block` from b.py, b.py from a.py) is not followed
+    forever: the site is unresolved, with a reason, never a crash."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import block\n")
+    (package / "b.py").write_text("from pkg.a import block\n")
+    (package / "run.py").write_text(
+        "from torch.utils.checkpoint import checkpoint\nfrom pkg.a import block\n\n"
+        "def run(x):\n    return checkpoint(block, x, use_reentrant=False)\n")
+    result = lint([str(package / "run.py")], Config(root=tmp_path, select=("CKP901", "CKP999")))
+    assert [f.code for f in result.findings] == ["CKP901"]
+    assert "too many names" in result.findings[0].data["reason"]

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ckptlint.enums import TextEnum
@@ -27,6 +28,8 @@ class SiteKind(TextEnum):
     # A `class` deriving from `torch.autograd.Function` that reruns a function in backward
     # (analysis/hand_rolled.py): a checkpoint written by hand, reentrant by construction.
     HAND_ROLLED = "hand-rolled"
+    # A library entry point that checkpoints the model's layers itself (`ENTRY_POINTS`).
+    ENTRY = "entry"
 
 
 class Mode(TextEnum):
@@ -43,15 +46,33 @@ API_MODES = (Mode.TORCH, Mode.REENTRANT, Mode.NON_REENTRANT)
 SITE_MODES = (Mode.REENTRANT, Mode.NON_REENTRANT, Mode.UNKNOWN)
 
 
+# In a lookup name, the instance of the class named before it: `CheckpointWithoutOutput.()` is
+# what `CheckpointWithoutOutput()` returns, and `CheckpointWithoutOutput.().checkpoint` its
+# method.
+INSTANCE = "()"
+
+
 @dataclass(frozen=True)
 class CheckpointApi:
-    qualname: str
+    qualname: str  # how findings name it (`data.api`)
     kind: SiteKind
     mode: Mode
     # Positional index of the checkpointed callable (or module) in a call.
     target_index: int = 0
     # Positional index of `use_reentrant`, where the signature allows passing it positionally.
     use_reentrant_index: int | None = None
+    # Positional index of `preserve_rng_state` (`CheckpointFunction.apply(fn, preserve, *args)`).
+    preserve_rng_index: int | None = None
+    # A method of an instance of the class named by `qualname` minus its last part.
+    method: bool = False
+
+    @property
+    def key(self) -> str:
+        """The name a call's callee must resolve to (`api_table`'s key)."""
+        if not self.method:
+            return self.qualname
+        owner, name = self.qualname.rsplit(".", 1)
+        return f"{owner}.{INSTANCE}.{name}"
 
 
 def _api(qualname: str, kind: SiteKind, mode: Mode, **extra) -> CheckpointApi:
@@ -63,25 +84,44 @@ _TORCH_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
 _WRAPPER_MODULE = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
 
 _FUNCTION, _SEQUENTIAL, _WRAPPER = SiteKind.FUNCTION, SiteKind.SEQUENTIAL, SiteKind.WRAPPER
+_MEGATRON = "megatron.core.tensor_parallel"
+_FAIRSCALE = "fairscale.nn.checkpoint"
 BUILTIN_APIS: dict[str, CheckpointApi] = {
-    api.qualname: api
+    api.key: api
     for api in (
         _api(_TORCH_CHECKPOINT, _FUNCTION, Mode.TORCH),
         _api(_TORCH_SEQUENTIAL, _SEQUENTIAL, Mode.TORCH, use_reentrant_index=3),
+        # The reentrant implementation itself: `CheckpointFunction.apply(fn, preserve, *args)`.
+        _api("torch.utils.checkpoint.CheckpointFunction.apply", _FUNCTION, Mode.REENTRANT,
+             preserve_rng_index=1),
         _api(f"{_WRAPPER_MODULE}.checkpoint_wrapper", _WRAPPER, Mode.NON_REENTRANT),
         _api(f"{_WRAPPER_MODULE}.apply_activation_checkpointing", SiteKind.APPLY,
              Mode.NON_REENTRANT),
         _api("torch.distributed._composable.checkpoint", SiteKind.COMPOSABLE, Mode.NON_REENTRANT),
         _api("torch.distributed._composable.checkpoint_activation.checkpoint",
              SiteKind.COMPOSABLE, Mode.NON_REENTRANT),
-        # Third-party wrappers.
+        # Third-party wrappers (docs/torch-facts.md, "Other libraries").
         _api("deepspeed.checkpointing.checkpoint", _FUNCTION, Mode.REENTRANT),
         _api("deepspeed.runtime.activation_checkpointing.checkpointing.checkpoint", _FUNCTION,
              Mode.REENTRANT),
-        _api("megatron.core.tensor_parallel.checkpoint", _FUNCTION, Mode.REENTRANT),
-        _api("megatron.core.tensor_parallel.random.checkpoint", _FUNCTION, Mode.REENTRANT),
+        _api("deepspeed.checkpointing.non_reentrant_checkpoint", _FUNCTION, Mode.NON_REENTRANT),
+        _api("deepspeed.runtime.activation_checkpointing.checkpointing.non_reentrant_checkpoint",
+             _FUNCTION, Mode.NON_REENTRANT),
+        _api(f"{_MEGATRON}.checkpoint", _FUNCTION, Mode.REENTRANT),
+        _api(f"{_MEGATRON}.random.checkpoint", _FUNCTION, Mode.REENTRANT),
+        # `ckpt = CheckpointWithoutOutput(); ckpt.checkpoint(fn, *args)`: its own autograd
+        # Function runs `fn` under `no_grad` and again in a backward hook.
+        _api(f"{_MEGATRON}.CheckpointWithoutOutput.checkpoint", _FUNCTION, Mode.REENTRANT,
+             method=True),
+        _api(f"{_MEGATRON}.random.CheckpointWithoutOutput.checkpoint", _FUNCTION,
+             Mode.REENTRANT, method=True),
         _api("fairseq.modules.checkpoint_activations.checkpoint_wrapper", _WRAPPER,
              Mode.REENTRANT),
+        # fairscale's wrapper runs the module through its own reentrant autograd Function.
+        _api(f"{_FAIRSCALE}.checkpoint_wrapper", _WRAPPER, Mode.REENTRANT),
+        _api(f"{_FAIRSCALE}.checkpoint_activations.checkpoint_wrapper", _WRAPPER,
+             Mode.REENTRANT),
+        _api("fairscale.nn.checkpoint_wrapper", _WRAPPER, Mode.REENTRANT),
         _api("timm.models._manipulate.checkpoint", _FUNCTION, Mode.NON_REENTRANT),
         _api("timm.models._manipulate.checkpoint_seq", _SEQUENTIAL, Mode.NON_REENTRANT),
         _api("timm.models.checkpoint_seq", _SEQUENTIAL, Mode.NON_REENTRANT),
@@ -98,6 +138,21 @@ HF_LAYER_BASES = (
 )
 HF_CHECKPOINT_METHOD = "_gradient_checkpointing_func"
 HF_ENABLE_METHOD = "gradient_checkpointing_enable"
+# transformers 5.24 added `activation_checkpointing_enable` (and deprecated the other name).
+HF_ACTIVATION_ENABLE_METHOD = "activation_checkpointing_enable"
+# Each enable method and its keyword for the checkpoint's own keywords (also its first
+# positional parameter).
+HF_ENABLE_METHODS = {
+    HF_ENABLE_METHOD: "gradient_checkpointing_kwargs",
+    HF_ACTIVATION_ENABLE_METHOD: "activation_checkpointing_kwargs",
+}
+# The training arguments' switches, each with its keywords' keyword.
+HF_ARGUMENT_SWITCHES = {
+    "gradient_checkpointing": "gradient_checkpointing_kwargs",
+    "activation_checkpointing": "activation_checkpointing_kwargs",
+}
+# Top-level packages whose objects' enable methods are transformers' own.
+HF_LIBRARIES = ("transformers", "peft", "trl")
 # How findings name these (`data.api`): the model base class defines both.
 HF_CHECKPOINT_API = f"transformers.PreTrainedModel.{HF_CHECKPOINT_METHOD}"
 HF_ENABLE_API = f"transformers.PreTrainedModel.{HF_ENABLE_METHOD}"
@@ -106,10 +161,96 @@ HF_TRAINING_ARGUMENTS = (
     "transformers.Seq2SeqTrainingArguments",
     "transformers.training_args.TrainingArguments",
     "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
-    "trl.SFTConfig",
-    "trl.DPOConfig",
-    "trl.GRPOConfig",
 )
+# trl's trainer configurations: `gradient_checkpointing` defaults to True, and trl 1.x's
+# trainers `setdefault("use_reentrant", False)` (docs/torch-facts.md, "Entry points").
+TRL_CONFIGS = tuple(
+    name
+    for config, module in (("SFTConfig", "sft_config"), ("DPOConfig", "dpo_config"),
+                           ("GRPOConfig", "grpo_config"), ("KTOConfig", "kto_config"),
+                           ("RewardConfig", "reward_config"), ("RLOOConfig", "rloo_config"))
+    for name in (f"trl.{config}", f"trl.trainer.{config}", f"trl.trainer.{module}.{config}")
+)
+TRAINING_ARGUMENT_CLASSES = (*HF_TRAINING_ARGUMENTS, *TRL_CONFIGS)
+# Model base classes whose `_gradient_checkpointing_func` is set by the library.
+HF_MODEL_BASES = ("transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel")
+DIFFUSERS_MODEL_BASES = ("diffusers.ModelMixin", "diffusers.models.ModelMixin",
+                         "diffusers.models.modeling_utils.ModelMixin")
+
+
+class EntryMode(TextEnum):
+    """How a library entry point (`EntryPoint`) decides the mode it checkpoints in."""
+
+    # An optional checkpoint function argument decides; without it, non-reentrant (diffusers).
+    CHECKPOINT_FUNCTION = "checkpoint-function"
+    # It calls transformers' `gradient_checkpointing_enable` with the keywords it is given
+    # (peft): CKP104's rules, by the transformers version in force.
+    HF_KWARGS = "hf-kwargs"
+    # It calls `apply_activation_checkpointing(model, **kwargs)`: a `checkpoint_wrapper_fn`
+    # keyword decides; without it, non-reentrant (torchtune).
+    WRAPPER_FN = "wrapper-fn"
+    # A switch; the library always wraps with `CheckpointImpl.NO_REENTRANT` or
+    # `checkpoint_wrapper`'s default (accelerate's FSDP plugin, Lightning's FSDP strategy).
+    SETTING = "setting"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    index: int | None = None  # positional index, when it may be passed positionally
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """A library function, class or method that checkpoints the model's layers itself.
+
+    Read from each library's source: docs/torch-facts.md, "Entry points".
+    """
+
+    api: str  # how findings name it (`data.api`)
+    mode: EntryMode
+    names: tuple[str, ...] = ()  # qualified names of the function or class
+    method: str = ""  # or: a method of the objects of `libraries`
+    libraries: tuple[str, ...] = ()
+    # The argument the mode is read from (a function, keywords, a wrapper function).
+    argument: Parameter | None = None
+    # The switches that turn it on, and whether it is on when none is passed.
+    switches: tuple[Parameter, ...] = ()
+    on_by_default: bool = True
+
+
+_PEFT_PREPARE = "prepare_model_for_kbit_training"
+_TORCHTUNE_SET = "set_activation_checkpointing"
+_LIGHTNING_FSDP = tuple(f"{package}.strategies.{module}FSDPStrategy"
+                        for package in ("lightning.pytorch", "lightning.fabric",
+                                        "pytorch_lightning", "lightning_fabric")
+                        for module in ("", "fsdp."))
+ENTRY_POINTS = (
+    EntryPoint("diffusers.ModelMixin.enable_gradient_checkpointing",
+               EntryMode.CHECKPOINT_FUNCTION, method="enable_gradient_checkpointing",
+               libraries=("diffusers",), argument=Parameter("gradient_checkpointing_func", 0)),
+    EntryPoint(f"peft.{_PEFT_PREPARE}", EntryMode.HF_KWARGS,
+               names=(f"peft.{_PEFT_PREPARE}", f"peft.utils.{_PEFT_PREPARE}",
+                      f"peft.utils.other.{_PEFT_PREPARE}"),
+               argument=Parameter("gradient_checkpointing_kwargs", 2),
+               switches=(Parameter("use_gradient_checkpointing", 1),)),
+    EntryPoint(f"torchtune.training.{_TORCHTUNE_SET}", EntryMode.WRAPPER_FN,
+               names=(f"torchtune.training.{_TORCHTUNE_SET}",
+                      f"torchtune.training.memory.{_TORCHTUNE_SET}",
+                      f"torchtune.utils.{_TORCHTUNE_SET}"),
+               argument=Parameter("checkpoint_wrapper_fn")),
+    EntryPoint("accelerate.FullyShardedDataParallelPlugin", EntryMode.SETTING,
+               names=("accelerate.FullyShardedDataParallelPlugin",
+                      "accelerate.utils.FullyShardedDataParallelPlugin",
+                      "accelerate.utils.dataclasses.FullyShardedDataParallelPlugin"),
+               switches=(Parameter("activation_checkpointing"),), on_by_default=False),
+    EntryPoint("lightning.pytorch.strategies.FSDPStrategy", EntryMode.SETTING,
+               names=_LIGHTNING_FSDP,
+               switches=(Parameter("activation_checkpointing_policy"),
+                         Parameter("activation_checkpointing")), on_by_default=False),
+)
+ENTRY_BY_NAME = {name: entry for entry in ENTRY_POINTS for name in entry.names}
+ENTRY_BY_METHOD = {entry.method: entry for entry in ENTRY_POINTS if entry.method}
 
 # A hand-written checkpoint (SiteKind.HAND_ROLLED) derives from `torch.autograd.Function`
 # (the last word of both spellings) and turns gradients back on in `backward` with one of these.
@@ -134,10 +275,19 @@ def api_table(configured: dict[str, str]) -> dict[str, CheckpointApi]:
     return table
 
 
-def trigger_names(table: dict[str, CheckpointApi], segment_bases: tuple[str, ...]) -> set[str]:
-    """Identifiers one of which must appear in a file that can hold a checkpoint site."""
-    names = {qualname.rsplit(".", 1)[-1] for qualname in table}
-    names.update(base.rsplit(".", 1)[-1] for base in (*HF_LAYER_BASES, *segment_bases))
-    names.update({HF_CHECKPOINT_METHOD, HF_ENABLE_METHOD, "gradient_checkpointing",
+def trigger_names(api_names: Iterable[str], segment_bases: Iterable[str]) -> set[str]:
+    """Identifiers one of which must appear in a file that can hold a checkpoint site
+    (`api_names`: the keys of `api_table`)."""
+    names = {key.rsplit(".", 1)[-1] for key in api_names}
+    names.update(name.rsplit(".", 1)[-1] for name in (
+        *HF_LAYER_BASES, *segment_bases, *TRAINING_ARGUMENT_CLASSES, *ENTRY_BY_NAME))
+    names.update({HF_CHECKPOINT_METHOD, *HF_ENABLE_METHODS, *ENTRY_BY_METHOD,
                   *GRAD_ON_WORDS})
     return names
+
+
+def called_names(api_names: Iterable[str], segment_bases: Iterable[str]) -> set[str]:
+    """Qualified names whose calls (or, for classes, subclasses) are sites: what the
+    screen (`ckptlint.screen.confirm`) looks for."""
+    return {*api_names, *HF_LAYER_BASES, *segment_bases, *TRAINING_ARGUMENT_CLASSES,
+            *ENTRY_BY_NAME}

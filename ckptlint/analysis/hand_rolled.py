@@ -50,7 +50,7 @@ AUTOCAST = "autocast"
 CUSTOM_BACKWARD = "custom_bwd"
 
 # The qualified names an expression denotes through the file's imports and aliases
-# (`SiteFinder.local_qualnames`).
+# (`SiteFinder.qualnames`).
 Qualnames = Callable[[cst.BaseExpression, Scope], set[str]]
 
 # What a hand-written checkpoint may lack (`data.lacks` of CKP106), in report order.

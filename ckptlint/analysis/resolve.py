@@ -252,6 +252,8 @@ class Resolver:
     def name_values(self, name: str, module: SourceModule, scope: Scope, depth: int,
                     use: cst.Name | None = None) -> list[Value]:
         """What `name` may hold; with its `use` in `module`, only the bindings that reach it."""
+        if depth > MAX_DEPTH:  # imports that re-export each other in a cycle end here
+            return [Unknown("it is reached through too many names for the linter to follow")]
         bindings = reaching(scope.every_binding(name), use, module, scope) if use is not None \
             else scope.lookup(name)
         if not bindings:

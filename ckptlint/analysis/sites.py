@@ -1,12 +1,19 @@
 """Finding checkpoint sites in a module: every call of a checkpoint API under any spelling.
 
 A site is the checkpointing expression: a call (through aliases, `functools.partial`, instance
-attributes bound in `__init__`), a `checkpoint_wrapper`/`apply_activation_checkpointing`
-application, transformers' `_gradient_checkpointing_func` call, or the `class` statement of a
+attributes bound in `__init__`, helpers that return the API, instances of a class whose method
+checkpoints), a `checkpoint_wrapper`/`apply_activation_checkpointing` application,
+transformers' `_gradient_checkpointing_func` call, the `class` statement of a
 `GradientCheckpointingLayer` subclass or of a hand-written checkpoint (an `autograd.Function`
-that reruns a function in backward, `analysis/hand_rolled.py`). Names are resolved through
-imports, never by spelling; resolving the API stays inside the file (no other file is parsed
-to find a site).
+that reruns a function in backward, `analysis/hand_rolled.py`), or a library entry point that
+checkpoints the model's layers itself (`apis.ENTRY_POINTS`).
+
+Names are resolved through imports, never by spelling. A name imported from another project
+module (`from .m import checkpoint`, or by `from .m import *`) is followed into that module
+when it is spelled like a checkpoint API (`checkpoint`, `checkpoint_wrapper`, ...:
+`apis.trigger_names`): the screens that keep runs fast (`ckptlint.screen`) look for those
+words in the file, so a site found here is never a file they rejected. Constants that decide
+a mode (`use_reentrant=FLAG`) are followed into any project module.
 """
 
 from __future__ import annotations
@@ -16,11 +23,28 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ckptlint.analysis import apis
-from ckptlint.analysis.apis import CheckpointApi, Mode, SiteKind
+from ckptlint.analysis.apis import (
+    INSTANCE,
+    CheckpointApi,
+    EntryMode,
+    EntryPoint,
+    Mode,
+    Parameter,
+    SiteKind,
+)
 from ckptlint.analysis.hand_rolled import HAND_ROLLED_API, HandRolled, hand_rolled_checkpoint
-from ckptlint.analysis.resolve import ClassInfo, ClassValue, FunctionValue, InstanceValue, Resolver
+from ckptlint.analysis.resolve import (
+    ClassInfo,
+    ClassValue,
+    ExternalValue,
+    FunctionValue,
+    InstanceValue,
+    Resolver,
+    ReturnCollector,
+)
 from ckptlint.analysis.scopes import (
     ASSIGNED,
+    Binding,
     BindingKind,
     Scope,
     ScopeKind,
@@ -29,6 +53,7 @@ from ckptlint.analysis.scopes import (
 )
 from ckptlint.enums import TextEnum
 from ckptlint.findings import SiteRef, TargetRef
+from ckptlint.syntax.modnames import resolve_relative
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
 
@@ -39,6 +64,8 @@ class ModeSource(TextEnum):
     EXPLICIT = "explicit"  # `use_reentrant` or `checkpoint_impl` given
     IMPLICIT = "implicit"  # torch's default applies
     API = "api"  # the API has one mode
+    # The library version in force decides (transformers' and trl's defaults: CKP104).
+    VERSION = "version"
     UNKNOWN = "unknown"
 
 
@@ -70,6 +97,50 @@ class CallArguments:
             return self.positional[index]
         return None
 
+    def parameter(self, parameter: Parameter) -> Argument | None:
+        """The argument passed for a parameter, by keyword or at its position."""
+        given = self.keywords.get(parameter.name)
+        if given is None and parameter.index is not None and not self.star_positional:
+            given = self.positional_at(parameter.index)
+        return given
+
+
+class HfCall(TextEnum):
+    """What enables transformers' gradient checkpointing (CKP104 decides its mode)."""
+
+    ENABLE = "enable"  # model.gradient_checkpointing_enable(...) / activation_checkpointing_enable
+    ARGUMENTS = "arguments"  # TrainingArguments(gradient_checkpointing=True, ...)
+    TRL = "trl"  # a trl trainer configuration (SFTConfig, ...)
+    PEFT = "peft"  # peft's prepare_model_for_kbit_training(...)
+
+
+class Keywords(TextEnum):
+    """What is known of the checkpoint keywords a transformers call passes on."""
+
+    ABSENT = "absent"  # none given: the library's default
+    KNOWN = "known"  # a dict whose keys are all known
+    OPAQUE = "opaque"  # something whose keys cannot be known
+
+
+@dataclass(frozen=True)
+class HfRequest:
+    """A call that enables transformers' gradient checkpointing, as CKP104 reads it."""
+
+    call: HfCall
+    enabled_by: str  # the method, switch or function named in messages
+    kwargs_keyword: str  # the keyword that carries the checkpoint's keywords
+    keywords: Keywords
+    keys: frozenset[str] = frozenset()
+    # The switch, when passed: True, False or None (an expression the linter cannot read).
+    switch: bool | None = None
+    switch_passed: bool = False
+    # The dict literal passed (a fix adds the key to it), and where the keywords come from
+    # when they are assigned after construction (`args.gradient_checkpointing_kwargs = ...`).
+    dict_node: cst.Dict | None = None
+    assigned_later: bool = False
+    # Something (`None` included) is passed for the keywords' parameter.
+    kwargs_passed: bool = False
+
 
 @dataclass(eq=False)
 class Site:
@@ -82,11 +153,17 @@ class Site:
     mode: Mode = Mode.UNKNOWN
     mode_source: ModeSource = ModeSource.UNKNOWN
     preserve_rng_state: bool | None = True
-    # The transformers name a site without a table API stands for (its layer base class,
-    # `gradient_checkpointing_enable`, the training arguments class).
+    # The library name a site without a table API stands for (its layer base class,
+    # `gradient_checkpointing_enable`, the training arguments class, the entry point).
     library_api: str = ""
     # A hand-written checkpoint class (SiteKind.HAND_ROLLED): what it restores itself.
     hand_rolled: HandRolled | None = None
+    # transformers' enabling calls (HF_ENABLE, HF_ARGS, and peft's entry point).
+    hf: HfRequest | None = None
+    entry: EntryPoint | None = None
+    # The API passed to this one that decides its mode (`checkpoint_wrapper_fn=...`, diffusers'
+    # `gradient_checkpointing_func`), when that API has a single mode.
+    passed_api: str = ""
     # Filled by `resolve_targets`.
     targets: list[FunctionValue] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
@@ -115,7 +192,8 @@ class Site:
 
     @property
     def is_segment(self) -> bool:
-        return self.kind not in (SiteKind.HF_ENABLE, SiteKind.HF_ARGS, SiteKind.HAND_ROLLED)
+        return self.kind not in (SiteKind.HF_ENABLE, SiteKind.HF_ARGS, SiteKind.HAND_ROLLED,
+                                 SiteKind.ENTRY)
 
     @property
     def call(self) -> cst.Call | None:
@@ -126,6 +204,8 @@ class Site:
 class ApiRef:
     api: CheckpointApi
     partials: tuple[tuple[cst.Call, Scope], ...] = ()
+    # False when the name may also hold something else (a parameter whose default is the API).
+    certain: bool = True
 
 
 class SiteFinder(Visitor):
@@ -137,15 +217,21 @@ class SiteFinder(Visitor):
         self.resolver = resolver
         self.table = table
         self.layer_bases = frozenset((*apis.HF_LAYER_BASES, *segment_bases))
+        # Dotted prefixes of the names that matter: an import of one is kept as it is.
+        self.prefixes = frozenset(
+            ".".join(parts[:cut])
+            for name in (*table, *apis.called_names(table, segment_bases))
+            for parts in [name.split(".")] for cut in range(1, len(parts)))
+        self.triggers = frozenset(apis.trigger_names(table, segment_bases))
         self.scopes = module.scopes
         self.stack: list[Scope] = [self.scopes.module_scope]
         self.sites: list[Site] = []
-        self.imports_transformers = any(
-            binding.kind == BindingKind.IMPORT and (binding.qualname or "").split(".")[0]
-            in ("transformers", "peft", "trl")
+        self.imported_heads = {
+            (binding.qualname or "").split(".")[0]
             for scope in self.scopes.scope_of.values()
             for bindings in scope.bindings.values() for binding in bindings
-        )
+            if binding.kind == BindingKind.IMPORT}
+        self._star_imports: dict[int, list[str]] = {}
 
     # -- scope tracking ----------------------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -174,7 +260,8 @@ class SiteFinder(Visitor):
                                    library_api=base))
             return
         hand_rolled = hand_rolled_checkpoint(
-            self.module, node, outer, lambda expr, scope: self.local_qualnames(expr, scope, 0))
+            self.module, node, outer,
+            lambda expr, scope: self.qualnames(expr, self.module, scope, 0))
         if hand_rolled is not None:
             self.sites.append(Site(self.module, node, SiteKind.HAND_ROLLED, class_scope,
                                    mode=Mode.REENTRANT, mode_source=ModeSource.API,
@@ -186,7 +273,7 @@ class SiteFinder(Visitor):
         if depth > MAX_ALIAS_DEPTH:
             return None
         for base in node.bases:
-            for qualname in sorted(self.local_qualnames(base.value, scope, 0)):
+            for qualname in sorted(self.qualnames(base.value, self.module, scope, 0)):
                 if qualname in self.layer_bases:
                     return qualname
             if isinstance(base.value, cst.Name):
@@ -199,81 +286,437 @@ class SiteFinder(Visitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.scope
+        site = (self.hf_checkpoint_site(node, scope) or self.method_site(node, scope)
+                or self.named_site(node, scope) or self.api_site(node, scope))
+        if site is not None:
+            self.sites.append(site)
+
+    def hf_checkpoint_site(self, node: cst.Call, scope: Scope) -> Site | None:
+        """`self._gradient_checkpointing_func(layer.__call__, ...)`, also through a name
+        bound to it (`ckpt = self._gradient_checkpointing_func`)."""
         func = node.func
-        if isinstance(func, cst.Attribute):
-            attr = func.attr.value
-            if attr == apis.HF_CHECKPOINT_METHOD:
-                self.sites.append(Site(self.module, node, SiteKind.HF_FUNC, scope,
-                                       arguments=self.arguments(node, scope, ()),
-                                       preserve_rng_state=True,
-                                       library_api=apis.HF_CHECKPOINT_API))
-                return
-            if attr == apis.HF_ENABLE_METHOD and self.imports_transformers:
-                self.sites.append(Site(self.module, node, SiteKind.HF_ENABLE, scope,
-                                       arguments=self.arguments(node, scope, ()),
-                                       library_api=apis.HF_ENABLE_API))
-                return
-        arguments_classes = self.local_qualnames(func, scope, 0) & set(apis.HF_TRAINING_ARGUMENTS)
+        if isinstance(func, cst.Name):
+            values = [binding.value for binding in scope.lookup(func.value)
+                      if binding.kind in ASSIGNED and binding.value is not None]
+            func = values[0] if len(values) == 1 else func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == apis.HF_CHECKPOINT_METHOD):
+            return None
+        site = Site(self.module, node, SiteKind.HF_FUNC, scope,
+                    arguments=self.arguments(node, scope, ()), preserve_rng_state=True,
+                    library_api=apis.HF_CHECKPOINT_API)
+        # diffusers' models set it to a non-reentrant function (docs/torch-facts.md).
+        if self.model_libraries(func.value, scope) == {"diffusers"}:
+            site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
+        return site
+
+    def method_site(self, node: cst.Call, scope: Scope) -> Site | None:
+        """A library object's method that turns checkpointing on: transformers'
+        `gradient_checkpointing_enable` / `activation_checkpointing_enable`, diffusers'
+        `enable_gradient_checkpointing`."""
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        if method in apis.HF_ENABLE_METHODS:
+            if not self.is_library_object(func.value, scope, apis.HF_LIBRARIES):
+                return None
+            site = Site(self.module, node, SiteKind.HF_ENABLE, scope,
+                        arguments=self.arguments(node, scope, ()),
+                        library_api=f"transformers.PreTrainedModel.{method}")
+            kwargs = Parameter(apis.HF_ENABLE_METHODS[method], 0)
+            self.decide_hf(site, HfCall.ENABLE, method, kwargs, None)
+            return site
+        entry = apis.ENTRY_BY_METHOD.get(method)
+        if entry is None or not self.is_library_object(func.value, scope, entry.libraries):
+            return None
+        return self.entry_site(node, scope, entry)
+
+    def named_site(self, node: cst.Call, scope: Scope) -> Site | None:
+        """Training arguments and library entry points, called by their qualified names."""
+        names = self.qualnames(node.func, self.module, scope, 0)
+        arguments_classes = names & set(apis.TRAINING_ARGUMENT_CLASSES)
         if arguments_classes:
-            self.sites.append(Site(self.module, node, SiteKind.HF_ARGS, scope,
-                                   arguments=self.arguments(node, scope, ()),
-                                   library_api=min(arguments_classes)))
-            return
-        refs = self.api_refs(func, scope, 0)
+            return self.arguments_site(node, scope, min(arguments_classes))
+        entries = sorted(name for name in names if name in apis.ENTRY_BY_NAME)
+        if entries:
+            return self.entry_site(node, scope, apis.ENTRY_BY_NAME[entries[0]])
+        return None
+
+    def api_site(self, node: cst.Call, scope: Scope) -> Site | None:
+        refs = self.api_refs(node.func, self.module, scope, 0)
         if not refs:
-            return
+            return None
         # Several bindings (try/except imports): take the first in table order, every run.
         order = list(self.table)
-        ref = min(refs, key=lambda r: order.index(r.api.qualname))
+        ref = min(refs, key=lambda r: order.index(r.api.key))
         arguments = self.arguments(node, scope, ref.partials)
         site = Site(self.module, node, ref.api.kind, scope, api=ref.api, arguments=arguments)
         self.decide_mode(site)
-        self.sites.append(site)
+        if not all(other.certain for other in refs):
+            site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
+        return site
 
-    # -- resolving the callee within this file -------------------------------------------
-    def local_qualnames(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> set[str]:
-        """Qualified names `expr` denotes through imports and aliases of this file."""
+    # -- what names denote ------------------------------------------------------------------
+    def qualnames(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
+                  depth: int) -> set[str]:
+        """Qualified names `expr` denotes: through imports, aliases, instance attributes,
+        helpers' returns, and (for names spelled like an API) other project modules."""
         if depth > MAX_ALIAS_DEPTH:
             return set()
         if isinstance(expr, cst.Name):
-            names: set[str] = set()
-            for binding in scope.lookup(expr.value):
-                if binding.kind == BindingKind.IMPORT and binding.qualname:
-                    names.add(binding.qualname)
-                elif binding.kind == BindingKind.DEF and binding.scope.kind == ScopeKind.MODULE \
-                        and self.module.name:
-                    # Inside the API's own module (linting torch itself): its calls are sites.
-                    names.add(f"{self.module.name}.{expr.value}")
-                elif binding.kind in ASSIGNED and binding.value is not None:
-                    names |= self.local_qualnames(binding.value, binding.scope, depth + 1)
-            return names
+            return self.name_qualnames(expr.value, module, scope, depth)
         if isinstance(expr, cst.Attribute):
-            return {f"{head}.{expr.attr.value}"
-                    for head in self.local_qualnames(expr.value, scope, depth + 1)}
+            attr = expr.attr.value
+            owner = self.resolver.self_class(expr.value, module, scope)
+            if owner is not None:
+                return {name for value, value_module, value_scope in self.assignments(owner, attr)
+                        for name in self.qualnames(value, value_module, value_scope, depth + 1)}
+            return {f"{head}.{attr}" for head in self.qualnames(expr.value, module, scope,
+                                                                depth + 1)}
+        if isinstance(expr, cst.Call):
+            # `CheckpointWithoutOutput()`: an instance of a class whose method checkpoints.
+            instances = {f"{name}.{INSTANCE}"
+                         for name in self.qualnames(expr.func, module, scope, depth + 1)}
+            returned = {name for value, value_module, value_scope
+                        in self.returned(expr, module, scope, depth)
+                        for name in self.qualnames(value, value_module, value_scope, depth + 1)}
+            return (instances & self.prefixes) | returned
+        if isinstance(expr, cst.IfExp):
+            return (self.qualnames(expr.body, module, scope, depth + 1)
+                    | self.qualnames(expr.orelse, module, scope, depth + 1))
         return set()
 
-    def api_refs(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[ApiRef]:
+    def name_qualnames(self, name: str, module: SourceModule, scope: Scope,
+                       depth: int) -> set[str]:
+        bindings = scope.lookup(name)
+        if not bindings:
+            return self.star_qualnames(name, module, depth)
+        names: set[str] = set()
+        for binding in bindings:
+            if binding.kind == BindingKind.IMPORT and binding.qualname:
+                names |= self.through_project(binding.qualname, depth)
+            elif binding.kind == BindingKind.DEF and binding.scope.kind == ScopeKind.MODULE \
+                    and module.name:
+                # Inside the API's own module (linting torch itself): its calls are sites.
+                names.add(f"{module.name}.{name}")
+            elif binding.kind in ASSIGNED and binding.value is not None:
+                names |= self.qualnames(binding.value, module, binding.scope, depth + 1)
+        return names
+
+    def through_project(self, qualname: str, depth: int) -> set[str]:
+        """`qualname`, and when it is a name spelled like an API inside another project
+        module (`pkg.attention.checkpoint`), what that module binds it to."""
+        names = {qualname}
+        parent, _, last = qualname.rpartition(".")
+        if (qualname in self.table or qualname in self.prefixes or not parent
+                or last not in self.triggers or depth > MAX_ALIAS_DEPTH):
+            return names
+        other = self.project_module(parent)
+        if other is None:
+            return names
+        return names | self.name_qualnames(last, other, other.scopes.module_scope, depth + 1)
+
+    def star_qualnames(self, name: str, module: SourceModule, depth: int) -> set[str]:
+        """A name no statement binds: what a `from M import *` of the module binds it to."""
+        names: set[str] = set()
+        for imported in self.star_imports(module):
+            candidate = f"{imported}.{name}"
+            other = self.project_module(imported)
+            if other is not None and other is not module:
+                if exported(other, name) and depth < MAX_ALIAS_DEPTH:
+                    names |= self.name_qualnames(name, other, other.scopes.module_scope,
+                                                 depth + 1)
+            elif candidate in self.table or candidate in self.prefixes:
+                names.add(candidate)
+        return names
+
+    def star_source(self, name: str, module: SourceModule,
+                    depth: int) -> tuple[SourceModule, list[Binding]] | None:
+        """A name no statement of `module` binds: the project module a `from M import *`
+        takes it from, with that module's bindings of it (through its own star imports)."""
+        if depth > MAX_ALIAS_DEPTH:
+            return None
+        for imported in self.star_imports(module):
+            other = self.project_module(imported)
+            if other is None or other is module or not exported(other, name):
+                continue
+            bindings = other.scopes.module_scope.bindings.get(name, [])
+            if bindings:
+                return other, bindings
+            found = self.star_source(name, other, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def star_imports(self, module: SourceModule) -> list[str]:
+        key = id(module.tree)
+        if key not in self._star_imports:
+            self._star_imports[key] = star_import_modules(module)
+        return self._star_imports[key]
+
+    def project_module(self, dotted: str) -> SourceModule | None:
+        project = self.resolver.project
+        path = project.module_path(dotted)
+        return project.module_at(path) if path is not None else None
+
+    def assignments(self, owner: ClassInfo,
+                    attr: str) -> list[tuple[cst.BaseExpression, SourceModule, Scope]]:
+        """(value, module, scope) of `self.attr = value` in the class or, when it assigns
+        none, in the first of its project bases that does (possibly another module)."""
+        for cls in (owner, *self.resolver.base_classes(owner)):
+            found = self.resolver.attribute_assignments(cls).get(attr)
+            if found:
+                return [(value, cls.module, scope) for value, scope in found]
+        return []
+
+    def returned(self, call: cst.Call, module: SourceModule, scope: Scope, depth: int):
+        """(value, module, scope) of each `return` of the project function or method called:
+        `get_checkpoint_fn()` returning the API."""
+        func = call.func
+        functions: list[tuple[cst.FunctionDef, SourceModule]] = []
+        if isinstance(func, cst.Name):
+            bindings = scope.lookup(func.value)
+            if not bindings:
+                source = self.star_source(func.value, module, depth + 1)
+                if source is not None:
+                    module, bindings = source
+            for binding in bindings:
+                if isinstance(binding.node, cst.FunctionDef):
+                    functions.append((binding.node, module))
+                elif binding.kind == BindingKind.IMPORT and binding.qualname \
+                        and func.value in self.triggers:
+                    parent, _, last = binding.qualname.rpartition(".")
+                    other = self.project_module(parent) if parent else None
+                    if other is not None:
+                        functions.extend(
+                            (b.node, other) for b in other.scopes.module_scope.bindings.get(
+                                last, []) if isinstance(b.node, cst.FunctionDef))
+        elif isinstance(func, cst.Attribute):
+            owner = self.resolver.self_class(func.value, module, scope)
+            if owner is not None:
+                method = self.resolver.find_method(owner, func.attr.value)
+                if method is not None and isinstance(method.node, cst.FunctionDef):
+                    functions.append((method.node, method.module))
+        results: list[tuple[cst.BaseExpression, SourceModule, Scope]] = []
+        for function, function_module in functions:
+            collector = ReturnCollector()
+            collector.walk(function.body)
+            function_scope = function_module.scopes.scope_of[id(function)]
+            results.extend((value, function_module, function_scope)
+                           for value in collector.returns)
+        return results
+
+    def api_refs(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
+                 depth: int) -> list[ApiRef]:
         if depth > MAX_ALIAS_DEPTH:
             return []
-        names = sorted(self.local_qualnames(expr, scope, depth))
+        names = sorted(self.qualnames(expr, module, scope, depth))
         refs = [ApiRef(self.table[name]) for name in names if name in self.table]
         if refs:
             return refs
         if isinstance(expr, cst.Name):
             for binding in scope.lookup(expr.value):
                 if binding.kind in ASSIGNED and binding.value is not None:
-                    refs.extend(self.api_refs(binding.value, binding.scope, depth + 1))
+                    refs.extend(self.api_refs(binding.value, module, binding.scope, depth + 1))
+                elif binding.kind == BindingKind.PARAM and isinstance(binding.node, cst.Param) \
+                        and binding.node.default is not None:
+                    # `def __init__(self, fn=checkpointing.checkpoint)`: the default, unless
+                    # a caller passes something else.
+                    outer = binding.scope.parent or binding.scope
+                    refs.extend(ApiRef(ref.api, ref.partials, certain=False) for ref in
+                                self.api_refs(binding.node.default, module, outer, depth + 1))
         elif isinstance(expr, cst.Attribute):
-            owner = self.resolver.self_class(expr.value, self.module, scope)
-            if owner is not None and owner.module is self.module:
-                assigned = self.resolver.attribute_assignments(owner).get(expr.attr.value, [])
-                for value, value_scope in assigned:
-                    refs.extend(self.api_refs(value, value_scope, depth + 1))
-        elif isinstance(expr, cst.Call) and expr.args and not expr.args[0].star:
-            if self.local_qualnames(expr.func, scope, depth + 1) & {"functools.partial"}:
-                for inner in self.api_refs(expr.args[0].value, scope, depth + 1):
-                    refs.append(ApiRef(inner.api, ((expr, scope), *inner.partials)))
+            owner = self.resolver.self_class(expr.value, module, scope)
+            if owner is not None:
+                for value, value_module, value_scope in self.assignments(owner,
+                                                                         expr.attr.value):
+                    refs.extend(self.api_refs(value, value_module, value_scope, depth + 1))
+        elif isinstance(expr, cst.Call):
+            if expr.args and not expr.args[0].star and \
+                    self.qualnames(expr.func, module, scope, depth + 1) & {"functools.partial"}:
+                for inner in self.api_refs(expr.args[0].value, module, scope, depth + 1):
+                    refs.append(ApiRef(inner.api, ((expr, scope), *inner.partials),
+                                       inner.certain))
+            for value, value_module, value_scope in self.returned(expr, module, scope, depth):
+                refs.extend(self.api_refs(value, value_module, value_scope, depth + 1))
+        elif isinstance(expr, cst.IfExp):
+            refs.extend(self.api_refs(expr.body, module, scope, depth + 1))
+            refs.extend(self.api_refs(expr.orelse, module, scope, depth + 1))
         return refs
+
+    # -- library objects ---------------------------------------------------------------
+    def model_libraries(self, receiver: cst.BaseExpression, scope: Scope) -> set[str] | None:
+        """Top-level packages of the library classes the receiver is an instance of
+        (through project classes deriving from them, and helpers returning them); None
+        when it cannot be told."""
+        owner = self.resolver.self_class(receiver, self.module, scope)
+        values = ([InstanceValue(owner)] if owner is not None
+                  else self.resolver.values(receiver, self.module, scope))
+        libraries: set[str] = set()
+        known = True
+        for value in values:
+            if isinstance(value, ExternalValue):
+                libraries.add(value.qualname.split(".")[0])
+            elif isinstance(value, (InstanceValue, ClassValue)):
+                bases = self.resolver.external_bases(value.cls)
+                libraries.update(base.split(".")[0] for base in bases)
+                known = known and bool(bases)
+            else:
+                known = False
+        return libraries if known or libraries else None
+
+    def is_library_object(self, receiver: cst.BaseExpression, scope: Scope,
+                          libraries: tuple[str, ...]) -> bool:
+        """Is the receiver an object of one of `libraries`? When the linter cannot tell,
+        a file importing one of them is taken to use it."""
+        found = self.model_libraries(receiver, scope)
+        if found is None:
+            return any(library in self.imported_heads for library in libraries)
+        return bool(found & set(libraries))
+
+    # -- transformers and library entry points -------------------------------------------
+    def arguments_site(self, node: cst.Call, scope: Scope, qualname: str) -> Site | None:
+        """`TrainingArguments(gradient_checkpointing=True)` and trl's configurations."""
+        arguments = self.arguments(node, scope, ())
+        trl = qualname in apis.TRL_CONFIGS
+        switch = next((name for name in apis.HF_ARGUMENT_SWITCHES if name in arguments.keywords),
+                      None)
+        later = self.later_assignments(node, scope)
+        if switch is None:
+            switch = next((name for name in apis.HF_ARGUMENT_SWITCHES if name in later), None)
+        if switch is None and not trl:
+            return None  # off by default in transformers
+        switch = switch or "gradient_checkpointing"
+        site = Site(self.module, node, SiteKind.HF_ARGS, scope, arguments=arguments,
+                    library_api=qualname)
+        call = HfCall.TRL if trl else HfCall.ARGUMENTS
+        self.decide_hf(site, call, switch, Parameter(apis.HF_ARGUMENT_SWITCHES[switch]),
+                       Parameter(switch), later)
+        if site.hf is not None and site.hf.switch is False:
+            return None
+        return site
+
+    def entry_site(self, node: cst.Call, scope: Scope, entry: EntryPoint) -> Site | None:
+        arguments = self.arguments(node, scope, ())
+        site = Site(self.module, node, SiteKind.ENTRY, scope, arguments=arguments,
+                    library_api=entry.api, entry=entry)
+        on = [bool_value(given.value) for switch in entry.switches
+              if (given := arguments.parameter(switch)) is not None
+              and not is_none(given.value)]
+        if (not on and not entry.on_by_default) or (on and all(flag is False for flag in on)):
+            return None
+        if entry.mode == EntryMode.HF_KWARGS:
+            assert entry.argument is not None
+            self.decide_hf(site, HfCall.PEFT, entry.api.rsplit(".", 1)[-1], entry.argument,
+                           entry.switches[0] if entry.switches else None)
+        elif entry.mode == EntryMode.CHECKPOINT_FUNCTION:
+            assert entry.argument is not None
+            self.decide_function_argument(site, arguments.parameter(entry.argument))
+        elif entry.mode == EntryMode.WRAPPER_FN:
+            assert entry.argument is not None
+            self.decide_wrapper_fn(site, arguments.parameter(entry.argument), arguments)
+        else:
+            site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
+        return site
+
+    def decide_hf(self, site: Site, call: HfCall, enabled_by: str, kwargs: Parameter,
+                  switch: Parameter | None, later: dict[str, list[cst.BaseExpression]] | None
+                  = None) -> None:
+        """The keywords a transformers call passes on; the mode when they decide it."""
+        arguments = site.arguments
+        assert arguments is not None
+        later = later or {}
+        switch_value: bool | None = None
+        switch_passed = False
+        if switch is not None:
+            given = arguments.parameter(switch)
+            values = [given.value] if given is not None else later.get(switch.name, [])
+            if values:
+                switch_passed = True
+                read = {bool_value(value) for value in values}
+                switch_value = read.pop() if len(read) == 1 else None
+        given = arguments.parameter(kwargs)
+        assigned = later.get(kwargs.name, [])
+        dict_node: cst.Dict | None = None
+        keys: dict[str, cst.BaseExpression] | None = None
+        if assigned:
+            value = assigned[-1] if len(assigned) == 1 else None
+            keys = self.dict_keys(value, site.scope) if value is not None else None
+            state = Keywords.KNOWN if keys is not None else Keywords.OPAQUE
+        elif given is not None:
+            if is_none(given.value):
+                state = Keywords.ABSENT
+            else:
+                keys = self.dict_keys(given.value, given.scope)
+                state = Keywords.KNOWN if keys is not None else Keywords.OPAQUE
+                dict_node = given.value if isinstance(given.value, cst.Dict) else None
+        elif arguments.opaque_keywords or arguments.star_positional:
+            state = Keywords.OPAQUE
+        else:
+            state = Keywords.ABSENT
+        site.hf = HfRequest(call, enabled_by, kwargs.name, state,
+                            frozenset(keys or ()), switch_value, switch_passed, dict_node,
+                            bool(assigned), given is not None)
+        if keys is not None and "use_reentrant" in keys:
+            flag = self.constant(keys["use_reentrant"], self.module, site.scope, 0)
+            site.mode = (Mode.UNKNOWN if flag is None
+                         else Mode.REENTRANT if flag else Mode.NON_REENTRANT)
+            site.mode_source = ModeSource.UNKNOWN if flag is None else ModeSource.EXPLICIT
+        elif state == Keywords.OPAQUE:
+            site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
+        else:
+            site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.VERSION
+
+    def later_assignments(self, node: cst.Call,
+                          scope: Scope) -> dict[str, list[cst.BaseExpression]]:
+        """`args = TrainingArguments(...)` then `args.gradient_checkpointing_kwargs = {...}`
+        in the same function (or module): the attributes assigned, by name."""
+        names = [binding.name for bindings in scope.bindings.values() for binding in bindings
+                 if binding.kind == BindingKind.ASSIGN and binding.value is node]
+        if not names:
+            return {}
+        collector = AttributeAssignments(set(names), set(apis.HF_ARGUMENT_SWITCHES)
+                                         | set(apis.HF_ARGUMENT_SWITCHES.values()))
+        if isinstance(scope.node, cst.FunctionDef):
+            collector.walk(scope.node.body)
+        elif isinstance(scope.node, cst.Module):
+            for statement in scope.node.body:
+                collector.walk(statement)
+        return collector.found
+
+    def decide_function_argument(self, site: Site, given: Argument | None) -> None:
+        """diffusers' `enable_gradient_checkpointing(gradient_checkpointing_func=...)`: its own
+        non-reentrant function, else the mode of the function passed (called as
+        `func(module, *args)`)."""
+        if given is None or is_none(given.value):
+            site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
+            return
+        refs = [ref for ref in self.api_refs(given.value, self.module, given.scope, 0)
+                if ref.api.kind == SiteKind.FUNCTION]
+        if not refs or not all(ref.certain for ref in refs):
+            site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
+            return
+        ref = refs[0]
+        inner = self.arguments(cst.Call(func=cst.Name("_")), given.scope, ref.partials)
+        self.decide_keyword_mode(site, ref.api, inner)
+        if site.mode_source == ModeSource.IMPLICIT:
+            # The library calls it without `use_reentrant`: torch's default, with no keyword
+            # the user could add at this call.
+            site.mode_source = ModeSource.API
+        if site.mode_source == ModeSource.API:
+            site.passed_api = ref.api.qualname
+
+    def decide_wrapper_fn(self, site: Site, given: Argument | None,
+                          arguments: CallArguments) -> None:
+        """torchtune's `set_activation_checkpointing(model, policy, **kwargs)`: the
+        `checkpoint_wrapper_fn` keyword it passes on, else torch's non-reentrant wrapper."""
+        if given is None:
+            if arguments.opaque_keywords:
+                site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
+            else:
+                site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
+            return
+        self.decide_wrapper_function(site, given)
 
     # -- arguments -----------------------------------------------------------------------
     def arguments(self, call: cst.Call, scope: Scope,
@@ -346,12 +789,47 @@ class SiteFinder(Visitor):
             return assigned
         return None
 
+    def constant(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
+                 depth: int) -> bool | None:
+        """The value of a boolean flag: a literal, `not` one, or a name bound once to one
+        (in this module or, imported, in another project module)."""
+        if depth > MAX_ALIAS_DEPTH:
+            return None
+        literal = bool_value(expr)
+        if literal is not None:
+            return literal
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            inner = self.constant(expr.expression, module, scope, depth + 1)
+            return None if inner is None else not inner
+        if not isinstance(expr, cst.Name):
+            return None
+        found = scope.lookup(expr.value)
+        if not found:
+            source = self.star_source(expr.value, module, depth + 1)
+            if source is None:
+                return None
+            module, found = source
+        if len(found) != 1:
+            return None
+        binding = found[0]
+        if len(binding.scope.bindings.get(expr.value, [])) != 1:
+            return None  # rebound somewhere in its scope (`global` writes included)
+        if binding.kind == BindingKind.ASSIGN and binding.value is not None:
+            return self.constant(binding.value, module, binding.scope, depth + 1)
+        if binding.kind == BindingKind.IMPORT and binding.qualname:
+            parent, _, last = binding.qualname.rpartition(".")
+            other = self.project_module(parent) if parent else None
+            if other is not None:
+                return self.constant(cst.Name(last), other, other.scopes.module_scope,
+                                     depth + 1)
+        return None
+
     # -- mode --------------------------------------------------------------------------
     def decide_mode(self, site: Site) -> None:
         api, arguments = site.api, site.arguments
         assert api is not None and arguments is not None
         if api.kind in (SiteKind.FUNCTION, SiteKind.SEQUENTIAL):
-            site.preserve_rng_state = self.preserve_rng_state(arguments)
+            site.preserve_rng_state = self.preserve_rng_state(api, arguments, site.scope)
             self.decide_keyword_mode(site, api, arguments)
         elif api.kind == SiteKind.WRAPPER:
             self.decide_wrapper_mode(site, api, arguments.keywords.get("checkpoint_impl")
@@ -369,7 +847,7 @@ class SiteFinder(Visitor):
         if given is None and api.use_reentrant_index is not None:
             given = arguments.positional_at(api.use_reentrant_index)
         if given is not None:
-            flag = bool_value(given.value)
+            flag = self.constant(given.value, self.module, given.scope, 0)
             site.mode = (Mode.UNKNOWN if flag is None
                          else Mode.REENTRANT if flag else Mode.NON_REENTRANT)
             site.mode_source = ModeSource.UNKNOWN if flag is None else ModeSource.EXPLICIT
@@ -385,7 +863,7 @@ class SiteFinder(Visitor):
         if api.mode == Mode.REENTRANT:
             site.mode, site.mode_source = Mode.REENTRANT, ModeSource.API
         elif impl is not None:
-            names = self.local_qualnames(impl.value, impl.scope, 0)
+            names = self.qualnames(impl.value, self.module, impl.scope, 0)
             if apis.REENTRANT_IMPL in names:
                 site.mode, site.mode_source = Mode.REENTRANT, ModeSource.EXPLICIT
             elif any(name.endswith("CheckpointImpl.NO_REENTRANT") for name in names):
@@ -405,21 +883,91 @@ class SiteFinder(Visitor):
             else:
                 site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
             return
-        refs = [ref for ref in self.api_refs(wrapper_fn.value, wrapper_fn.scope, 0)
+        self.decide_wrapper_function(site, wrapper_fn)
+
+    def decide_wrapper_function(self, site: Site, wrapper_fn: Argument) -> None:
+        """The mode of a `checkpoint_wrapper_fn` (a wrapper, or a `partial` of one)."""
+        refs = [ref for ref in self.api_refs(wrapper_fn.value, self.module, wrapper_fn.scope, 0)
                 if ref.api.kind == SiteKind.WRAPPER]
-        if not refs:
+        if not refs or not all(ref.certain for ref in refs):
             site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
             return
         ref = refs[0]
         inner = self.arguments(cst.Call(func=cst.Name("_")), wrapper_fn.scope, ref.partials)
         self.decide_wrapper_mode(site, ref.api, inner.keywords.get("checkpoint_impl"), inner)
+        if site.mode_source == ModeSource.API:
+            site.passed_api = ref.api.qualname
 
-    @staticmethod
-    def preserve_rng_state(arguments: CallArguments) -> bool | None:
+    def preserve_rng_state(self, api: CheckpointApi, arguments: CallArguments,
+                           scope: Scope) -> bool | None:
         given = arguments.keywords.get("preserve_rng_state")
+        if given is None and api.preserve_rng_index is not None:
+            given = arguments.positional_at(api.preserve_rng_index)
         if given is None:
             return None if arguments.opaque_keywords else True
-        return bool_value(given.value)
+        return self.constant(given.value, self.module, given.scope, 0)
+
+
+class AttributeAssignments(Visitor):
+    """`name.attr = value` statements for some names and attributes (nested functions and
+    classes excluded)."""
+
+    def __init__(self, names: set[str], attributes: set[str]) -> None:
+        self.names = names
+        self.attributes = attributes
+        self.found: dict[str, list[cst.BaseExpression]] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            name = target.target
+            if (isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name)
+                    and name.value.value in self.names and name.attr.value in self.attributes):
+                self.found.setdefault(name.attr.value, []).append(node.value)
+
+
+def star_import_modules(module: SourceModule) -> list[str]:
+    """Modules a module imports with `from M import *` at module level (in `if`/`try` too)."""
+    collector = StarImports(module)
+    collector.walk(module.tree)
+    return collector.found
+
+
+class StarImports(Visitor):
+    def __init__(self, module: SourceModule) -> None:
+        self.module = module
+        self.found: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not isinstance(node.names, cst.ImportStar):
+            return
+        base = dotted_name(node.module) if node.module is not None else None
+        if node.relative:
+            base = resolve_relative(self.module.name, self.module.is_package,
+                                    len(node.relative), base)
+        if base:
+            self.found.append(base)
+
+
+def exported(module: SourceModule, name: str) -> bool:
+    """Does `from module import *` bind `name`? Its `__all__` says, else any public name."""
+    for binding in module.scopes.module_scope.bindings.get("__all__", []):
+        value = binding.value
+        if binding.kind == BindingKind.ASSIGN and isinstance(value, (cst.List, cst.Tuple)):
+            return name in {string_value(element.value) for element in value.elements}
+        return True  # built some other way: it may hold the name
+    return not name.startswith("_")
 
 
 def string_value(expr: cst.BaseExpression | None) -> str | None:
@@ -427,6 +975,10 @@ def string_value(expr: cst.BaseExpression | None) -> str | None:
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
     return None
+
+
+def is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def find_sites(module: SourceModule, resolver: Resolver, table: dict[str, CheckpointApi],

@@ -21,6 +21,7 @@ from ckptlint.analysis.resolve import Resolver
 from ckptlint.analysis.segment import Reached, SegmentBuilder
 from ckptlint.analysis.tensors import TensorInference
 from ckptlint.config import Config
+from ckptlint.versions import Versions, versions_in_force
 
 T = TypeVar("T")
 
@@ -54,6 +55,11 @@ class RuleContext:
     def for_run(cls, config: Config, project: Project, resolver: Resolver) -> RuleContext:
         return cls(config, project, resolver, BindingModel(project, resolver),
                    SegmentBuilder(resolver, config.max_depth), Memo(project.dependencies))
+
+    def versions(self, package: str) -> Versions:
+        """The versions of `package` the project runs (read once per run)."""
+        return self.memo.get(("versions", package),
+                             lambda: versions_in_force(self.config, package))
 
     def tensors(self, reached: Reached) -> TensorInference:
         """The tensor-value inference of one reached function (one per function per run)."""

@@ -1,74 +1,77 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
 
-import libcst as cst
-
-from ckptlint.analysis.apis import Mode, SiteKind
-from ckptlint.analysis.sites import Site, bool_value, string_value
+from ckptlint.analysis.apis import Mode
+from ckptlint.analysis.sites import HfCall, Keywords, ModeSource, Site
 from ckptlint.checks.base import SiteRule
-from ckptlint.config import parse_version
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_dict_entry, add_keyword
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
-
-
-@lru_cache(maxsize=1)
-def installed_transformers() -> str | None:
-    """The transformers version installed here, read without importing transformers."""
-    from importlib import metadata  # (only here: it costs most runs 15 ms for nothing)
-
-    try:
-        return metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return None
+# The names whose default was reentrant before transformers 5.0; the `activation_checkpointing`
+# names came with 5.24, whose default is non-reentrant.
+FIRST_NON_REENTRANT = (5,)  # transformers PR #43203
+FIRST_WITH_KWARGS = (4, 35)  # `gradient_checkpointing_kwargs` exists from here: the fix needs it
+REENTRANT_BEFORE_5 = ("gradient_checkpointing_enable", "gradient_checkpointing",
+                      "prepare_model_for_kbit_training")
 
 
 class HfImplicitReentrant(SiteRule):
     """transformers gradient checkpointing without `use_reentrant`, before transformers 5.0."""
 
     code = "CKP104"
-    message = ("{enabled_by:phrase} without `use_reentrant`: transformers {version} checkpoints "
-               "in reentrant mode (no gradients with frozen embeddings or adapters); pass "
+    message = ("{enabled_by:phrase} without `use_reentrant`: {version_source:phrase} "
+               "(no gradients with frozen embeddings or adapters); pass "
                "`gradient_checkpointing_kwargs={{\"use_reentrant\": False}}`")
-    # Enabled by the model method or by the training arguments' keyword.
-    phrases = {"enabled_by": {"gradient_checkpointing_enable": "`gradient_checkpointing_enable()`",
-                              "gradient_checkpointing": "`gradient_checkpointing=True`"}}
+    phrases = {
+        # Enabled by the model method, the training arguments' keyword, or peft's helper.
+        "enabled_by": {
+            "gradient_checkpointing_enable": "`gradient_checkpointing_enable()`",
+            "gradient_checkpointing": "`gradient_checkpointing=True`",
+            "prepare_model_for_kbit_training": "`prepare_model_for_kbit_training()`"},
+        "version_source": {
+            "config": "transformers {version} checkpoints in reentrant mode",
+            "installed": "transformers {version} (installed here) checkpoints in reentrant mode",
+            "declared": "the transformers versions the project declares ({versions}) include "
+                        "releases before 5.0, which checkpoint in reentrant mode",
+            "unknown": "releases of transformers before 5.0 checkpoint in reentrant mode, and "
+                       "which one runs is unknown (declare it, or set `versions = "
+                       "{{transformers = \"...\"}}` in `[tool.ckptlint]`)"}}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
-        if site.kind not in (SiteKind.HF_ENABLE, SiteKind.HF_ARGS) or site.arguments is None:
+        request = site.hf
+        # trl's trainers choose their own default (`setdefault("use_reentrant", False)` in
+        # trl 1.x): only the keywords they are given decide, through CKP101.
+        if (request is None or request.call == HfCall.TRL
+                or request.enabled_by not in REENTRANT_BEFORE_5
+                or site.mode_source != ModeSource.VERSION):
             return
-        configured = self.context.config.transformers_version
-        version = configured or installed_transformers()
-        parsed = parse_version(version) if version else None
-        if parsed is None or parsed >= (5,):
+        if request.switch_passed and request.switch is not True:
+            return  # off, or a value the linter cannot read
+        versions = self.context.versions("transformers")
+        if not versions.admits_before(FIRST_NON_REENTRANT):
             return
-        arguments = site.arguments
-        if site.kind == SiteKind.HF_ARGS:
-            enabled = arguments.keywords.get("gradient_checkpointing")
-            if enabled is None or bool_value(enabled.value) is not True:
-                return
-        passed = arguments.keywords.get("gradient_checkpointing_kwargs")
-        fix: Fix | None = None
-        assert site.call is not None
-        if passed is None:
-            if arguments.opaque_keywords:
-                return
-            fix = add_keyword(site.module, site.call,
-                              'gradient_checkpointing_kwargs={"use_reentrant": False}', FIX_MESSAGE)
-        elif isinstance(passed.value, cst.Dict):
-            keys = {string_value(e.key) for e in passed.value.elements
-                    if isinstance(e, cst.DictElement)}
-            if "use_reentrant" in keys or any(not isinstance(e, cst.DictElement)
-                                              for e in passed.value.elements):
-                return
-            fix = add_dict_entry(site.module, passed.value, '"use_reentrant": False', FIX_MESSAGE)
-        else:
-            return  # a dict built elsewhere: it may carry the key
+        version = versions.ranges[0].removeprefix("==") if versions.ranges else "unknown"
+        fix = self.fix(site) if versions.all_from(FIRST_WITH_KWARGS) else None
         yield self.site_finding(site, {
-            "mode": Mode.REENTRANT.value, "versions": f"=={version}", "version": version,
-            "version_source": "config" if configured else "installed",
-            "enabled_by": ("gradient_checkpointing_enable" if site.kind == SiteKind.HF_ENABLE
-                           else "gradient_checkpointing")}, fix=fix)
+            "mode": Mode.REENTRANT.value, "versions": versions.text, "version": version,
+            "version_source": versions.source, "enabled_by": request.enabled_by}, fix=fix)
+
+    @staticmethod
+    def fix(site: Site) -> Fix | None:
+        """Add the key to the dict literal passed, or the keyword when nothing is passed for
+        it (by keyword or position): never a second value for one parameter."""
+        request = site.hf
+        assert request is not None and site.call is not None and site.arguments is not None
+        if request.assigned_later:
+            return None
+        if request.keywords == Keywords.KNOWN:
+            if request.dict_node is None:
+                return None  # a dict built elsewhere
+            return add_dict_entry(site.module, request.dict_node, '"use_reentrant": False',
+                                  FIX_MESSAGE)
+        if request.kwargs_passed or site.arguments.star_positional:
+            return None  # `None` passed for it
+        return add_keyword(site.module, site.call,
+                           f'{request.kwargs_keyword}={{"use_reentrant": False}}', FIX_MESSAGE)

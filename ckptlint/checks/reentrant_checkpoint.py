@@ -16,8 +16,11 @@ class ReentrantCheckpoint(SiteRule):
                "rejects keyword arguments; prefer non-reentrant checkpointing")
     phrases = {"decided_by": {
         "api": "`{api}` always checkpoints in reentrant mode",
+        "passed_api": "`{passed_api}`, passed to `{api}`, checkpoints in reentrant mode",
         "checkpoint_impl": "`CheckpointImpl.REENTRANT` checkpoints in reentrant mode",
         "use_reentrant": "`use_reentrant=True` checkpoints in reentrant mode",
+        "checkpoint_kwargs": "`\"use_reentrant\": True` in `{kwargs_keyword}` checkpoints in "
+                             "reentrant mode",
     }}
 
     def check_site(self, site: Site) -> Iterable[Finding]:
@@ -25,11 +28,17 @@ class ReentrantCheckpoint(SiteRule):
                 or site.mode_source not in (ModeSource.EXPLICIT, ModeSource.API) \
                 or site.kind == SiteKind.HAND_ROLLED:  # CKP106 reports hand-written ones
             return
-        api = site.api
-        assert api is not None
+        if site.hf is not None:  # transformers' keywords (a library entry point's too)
+            yield self.site_finding(site, {"decided_by": "checkpoint_kwargs",
+                                           "kwargs_keyword": site.hf.kwargs_keyword})
+            return
+        if site.mode_source == ModeSource.API and site.passed_api:
+            yield self.site_finding(site, {"decided_by": "passed_api",
+                                           "passed_api": site.passed_api})
+            return
         if site.mode_source == ModeSource.API:
             decided_by = "api"
-        elif api.kind in (SiteKind.WRAPPER, SiteKind.APPLY):
+        elif site.kind in (SiteKind.WRAPPER, SiteKind.APPLY, SiteKind.ENTRY):
             decided_by = "checkpoint_impl"
         else:
             decided_by = "use_reentrant"

@@ -81,7 +81,11 @@ def environment_fingerprint(config) -> str:
     """Settings outside the configuration that change findings."""
     parts = [f"python {sys.version_info[:2]}"]
     if config.transformers_version is None:
-        parts.append(f"transformers {installed_distributions('transformers')}")
+        from ckptlint.versions import declared_ranges
+
+        declared = declared_ranges(config.root, "transformers")
+        parts.append(f"transformers {declared.ranges}" if declared is not None
+                     else f"transformers {installed_distributions('transformers')}")
     return "; ".join(parts)
 
 

@@ -73,8 +73,14 @@ class Linter:
             from ckptlint.screen.confirm import SiteConfirmer
 
             self._confirmer = SiteConfirmer(api_table(dict(self.config.checkpoint_functions)),
-                                            self.config.segment_base_classes)
+                                            self.config.segment_base_classes,
+                                            self.is_project_module)
         return self._confirmer
+
+    def is_project_module(self, dotted: str) -> bool:
+        """Is a dotted name a module of the project (the confirmation follows names spelled
+        like an API into them)? The paths probed are dependencies of the file asking."""
+        return self.project.module_path(dotted) is not None
 
     def may_hold_site(self, path: Path, text: str) -> bool:
         """The text tests: trigger words (`Prefilter`), then the import/attribute test.
@@ -133,7 +139,11 @@ class Linter:
             tree = parse_ast(text, display)
             name, is_package = self.project.module_name(path)
             result.candidate = True
-            if not self.confirmer.may_hold_site(tree, text, name, is_package):
+            with self.project.dependencies.recording() as probed:
+                confirmed = self.confirmer.may_hold_site(tree, text, name, is_package)
+            if not confirmed:
+                # It depends on which project modules exist: a cached answer must too.
+                result.dependencies = tuple(sorted(str(p) for p in probed))
                 return result
             del tree
             result.confirmed = True

@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
 
 STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
 # Site records that switch checkpointing on elsewhere: no segment of their own to analyse.
-NOT_SEGMENTS = frozenset({SiteKind.HF_ENABLE.value, SiteKind.HF_ARGS.value})
+NOT_SEGMENTS = frozenset({SiteKind.HF_ENABLE.value, SiteKind.HF_ARGS.value, SiteKind.ENTRY.value,
+                          SiteKind.HAND_ROLLED.value})
 
 
 
@@ -412,15 +413,19 @@ def linted_display(filename: str, linted: dict[str, FileResult]) -> str | None:
 
 
 def deduplicate(findings: list[Finding]) -> list[Finding]:
-    """One finding per (file, row, code), the first site in output order winning."""
+    """One segment finding per (file, row, code), the first site in output order winning;
+    call-level findings (reported at their own site, with no chain: CKP1xx) per (file, row,
+    column, code), so that two checkpoint calls on one line give two findings."""
     def order(finding: Finding):
         site = finding.site
         return (finding.sort_key, (site.filename, site.row, site.column) if site else ("", 0, 0))
 
-    seen: set[tuple[str, int, str]] = set()
+    seen: set[tuple[str, int, int, str]] = set()
     unique = []
     for finding in sorted(findings, key=order):
-        key = (finding.filename, finding.start.row, finding.code)
+        call_level = finding.site is not None and not finding.chain
+        key = (finding.filename, finding.start.row,
+               finding.start.column if call_level else 0, finding.code)
         if key not in seen:
             seen.add(key)
             unique.append(finding)

@@ -11,17 +11,26 @@ on the torch tree).
 How `sites.py` finds a site, and what that requires of the file:
 
 - A call of `<expr>._gradient_checkpointing_func(...)`: that attribute name appears.
-- `<expr>.gradient_checkpointing_enable(...)` in a file importing transformers, peft or trl:
-  that attribute name appears and such an import exists.
+- `<expr>.gradient_checkpointing_enable(...)` (or another library object's enable method:
+  `activation_checkpointing_enable`, diffusers' `enable_gradient_checkpointing`): that
+  attribute name appears. What the receiver is may be known only through other files (a
+  project helper returning a transformers model), so the name alone passes the file.
 - A hand-written checkpoint (`analysis/hand_rolled.py`): the word `Function` (its base, or
   the import binding an alias of it), and a `class` with bases, a `forward` and a `backward`
   holding `with <...>.enable_grad()` or `with <...>.set_grad_enabled(...)`.
-- A call (or class base) whose local qualified name is a checkpoint API, a segment base class
-  or a training-arguments class. Local qualified names start at an import binding and extend
-  through aliases (`a = b`, walrus, `partial(...)`, `self.x = ...` in the class) and attribute
-  access (`head.attr`). So some import must bind a name whose qualified name Q is that API's
-  name T or a dotted prefix of it; the bound name must be used outside import statements; and
-  every component of T after Q must appear as an attribute name (`.utils`, `.checkpoint`).
+- A call (or class base) whose local qualified name is a checkpoint API, a segment base class,
+  a training-arguments class or a library entry point (`apis.called_names`). Local qualified
+  names start at an import binding and extend through aliases (`a = b`, walrus, `x if c else
+  y`, a parameter's default, `partial(...)`, `self.x = ...` in the class, what a function of
+  the file returns, an instance of a class: `Cls()`) and attribute access (`head.attr`). So
+  some import must bind a name whose qualified name Q is that API's name T or a dotted prefix
+  of it; the bound name must be used outside import statements; and every component of T
+  after Q must appear as an attribute name (`.utils`, `.checkpoint`).
+- A name spelled like an API (`apis.trigger_names`) imported from another project module
+  (`from .attention import checkpoint`), or any name a file with a star import (`from
+  .attention import *`) reads (the API itself, a helper returning it): what it denotes is in
+  the other file, so it counts as a possible API here (a "wildcard"). The prefilter passes
+  every file with a star import for the same reason.
 
 Imports are read from the `ast` (at any depth: functions, classes, `try`, `if`), relative ones
 resolved with the module's dotted name exactly as `scopes.py` does; names and attributes are
@@ -31,30 +40,48 @@ looked for in the text, which can only over-approximate (comments and strings co
 from __future__ import annotations
 
 import ast
+import builtins
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import cast
 
 from ckptlint.analysis import apis
+from ckptlint.screen.prefilter import has_star_import
 from ckptlint.syntax.modnames import resolve_relative
 
-HF_IMPORT_HEADS = ("transformers", "peft", "trl")  # as sites.py's `imports_transformers`
+# Attribute names whose call may be a site whatever the file imports (see above).
+SITE_METHODS = (apis.HF_CHECKPOINT_METHOD, *apis.HF_ENABLE_METHODS, *apis.ENTRY_BY_METHOD)
+# A name that may denote any checkpoint API (defined in another project module).
+WILDCARD = "*"
+# Is a dotted name a module of the project being linted?
+ProjectModules = Callable[[str], bool]
+
+
+def no_project_modules(dotted: str) -> bool:
+    return False
 
 
 
 class SiteConfirmer:
     """Built once per configuration; `may_hold_site(tree, text, ...)` per file."""
 
-    def __init__(self, table: Iterable[str], segment_bases: Iterable[str]) -> None:
-        targets = {*table, *apis.HF_LAYER_BASES, *segment_bases, *apis.HF_TRAINING_ARGUMENTS}
+    def __init__(self, table: Iterable[str], segment_bases: Iterable[str],
+                 project_modules: ProjectModules = no_project_modules) -> None:
+        table = list(table)
+        segment_bases = tuple(segment_bases)
+        targets = apis.called_names(table, segment_bases)
         # For each dotted prefix Q of a target T: the components of T after Q (any one suffices).
         self.by_prefix: dict[str, list[tuple[str, ...]]] = {}
         for target in targets:
             parts = target.split(".")
             for cut in range(1, len(parts) + 1):
-                self.by_prefix.setdefault(".".join(parts[:cut]), []).append(tuple(parts[cut:]))
+                self.by_prefix.setdefault(".".join(parts[:cut]), []).append(
+                    tuple(part for part in parts[cut:] if part != apis.INSTANCE))
         self.complete = frozenset(targets)
-        self.target_parts = sorted(tuple(target.split(".")) for target in targets)
+        self.target_parts = sorted(tuple(part for part in target.split(".")
+                                         if part != apis.INSTANCE) for target in targets)
+        self.triggers = frozenset(apis.trigger_names(table, segment_bases))
+        self.project_modules = project_modules
 
     def may_hold_site_text(self, text: str, module_name: str = "") -> bool:
         """A necessary condition read from the text alone (no parse): cheaper, weaker.
@@ -65,14 +92,14 @@ class SiteConfirmer:
         a dot (module path, attribute access) or as a name an import binds (after `import`, a
         comma or a parenthesis).
         """
-        if has_attribute(text, apis.HF_CHECKPOINT_METHOD) or may_hand_roll(text):
+        if any(has_attribute(text, method) for method in SITE_METHODS) \
+                or may_hand_roll(text):
             return True
         if module_name and any(target.startswith(f"{module_name}.") for target in self.complete):
             return True  # the API's own module (linting torch itself): its defs are APIs
+        if has_star_import(text) or any(name in self.triggers for name in from_imported(text)):
+            return True  # an API's name may come from another project module
         relative = has_relative_import(text)
-        if has_attribute(text, apis.HF_ENABLE_METHOD) and (
-                relative or any(has_word(text, head) for head in HF_IMPORT_HEADS)):
-            return True
         seen: dict[tuple[str, bool], bool] = {}
 
         def check(name: str, first: bool) -> bool:
@@ -102,27 +129,27 @@ class SiteConfirmer:
 
     def may_hold_site(self, tree: ast.Module, text: str, module_name: str,
                       is_package: bool) -> bool:
-        if has_attribute(text, apis.HF_CHECKPOINT_METHOD):
+        if any(has_attribute(text, method) for method in SITE_METHODS):
             return True
         if may_hand_roll(text) and any(type(node) is ast.ClassDef
                                        and reruns_in_backward(cast(ast.ClassDef, node))
                                        for node in iter_statements(tree)):
             return True
         bindings: list[tuple[str, str]] = []
+        star = False
         # `type(node) is` rather than isinstance, for speed; `cast` says what it proved.
         for node in iter_statements(tree):
             kind = type(node)
             if kind is ast.Import or kind is ast.ImportFrom:
-                bindings.extend(import_bindings(cast("ast.Import | ast.ImportFrom", node),
-                                                module_name, is_package))
+                imported = cast("ast.Import | ast.ImportFrom", node)
+                star = star or (kind is ast.ImportFrom and any(
+                    alias.name == "*" for alias in imported.names))
+                bindings.extend(import_bindings(imported, module_name, is_package))
             elif (kind is ast.FunctionDef or kind is ast.AsyncFunctionDef) and module_name:
                 # sites.py: a module-level def in the API's own module is that API (any depth
                 # here, which can only add candidates).
                 name = cast("ast.FunctionDef | ast.AsyncFunctionDef", node).name
                 bindings.append((name, f"{module_name}.{name}"))
-        if has_attribute(text, apis.HF_ENABLE_METHOD) and any(
-                qualname.split(".")[0] in HF_IMPORT_HEADS for _, qualname in bindings):
-            return True
         seen: dict[str, bool] = {}
 
         def attribute(name: str) -> bool:
@@ -133,6 +160,10 @@ class SiteConfirmer:
         relevant = [(local, qualname) for local, qualname in bindings
                     if any(all(attribute(name) for name in rest)
                            for rest in self.by_prefix.get(qualname, ()))]
+        relevant.extend((local, WILDCARD) for local, qualname in bindings
+                        if self.from_project(qualname))
+        if star:  # `from M import *` may bind any name the file does not: an API, a helper
+            relevant.extend((name, WILDCARD) for name in unbound_names(tree))
         if not relevant:
             return False
         try:
@@ -140,14 +171,23 @@ class SiteConfirmer:
         except RecursionError:
             return True  # too deep to follow here: let the full analysis decide
 
+    def from_project(self, qualname: str) -> bool:
+        """Is `qualname` a name spelled like an API inside another project module?"""
+        parent, _, last = qualname.rpartition(".")
+        return (bool(parent) and last in self.triggers and qualname not in self.by_prefix
+                and self.project_modules(parent))
+
 
 class AliasClosure:
     """Which names and attributes may denote (a prefix of) an API, over the whole file.
 
     Scope-blind on purpose: every binding of a name counts everywhere, which can only add
     candidates. Follows what `sites.py` follows: import bindings, `name = value`, `name: T =
-    value`, walrus, `obj.attr = value` (sites.py: `self.attr` in methods), attribute access,
-    and calls (sites.py: `functools.partial(api, ...)`; here any call passing an API first).
+    value`, walrus, `x if c else y`, parameter defaults, `obj.attr = value` (sites.py:
+    `self.attr` in methods), attribute access, what the file's functions return, instances
+    (`Cls()`), and calls (sites.py: `functools.partial(api, ...)`; here any call passing an API
+    first). A name spelled like an API that another project module binds may be anything:
+    `WILDCARD`.
     """
 
     def __init__(self, confirmer: SiteConfirmer, relevant: list[tuple[str, str]]) -> None:
@@ -155,6 +195,7 @@ class AliasClosure:
         self.complete = confirmer.complete
         self.names: dict[str, set[str]] = {}
         self.attributes: dict[str, set[str]] = {}
+        self.returns: dict[str, set[str]] = {}
         for local, qualname in relevant:
             self.names.setdefault(local, set()).add(qualname)
 
@@ -162,7 +203,7 @@ class AliasClosure:
         assignments: list[tuple[dict[str, set[str]], str, ast.expr]] = []
         callees: list[ast.expr] = []
         bases: list[ast.expr] = []
-        followed = (ast.Name, ast.Attribute, ast.Call)
+        followed = (ast.Name, ast.Attribute, ast.Call, ast.IfExp)
         for node in walk(tree):
             kind = type(node)
             if kind is ast.Call:
@@ -181,6 +222,20 @@ class AliasClosure:
                         assignments.append((self.attributes, target.attr, value))
             elif kind is ast.ClassDef:
                 bases.extend(cast(ast.ClassDef, node).bases)
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                function = cast("ast.FunctionDef | ast.AsyncFunctionDef", node)
+                arguments = function.args
+                positional = [*arguments.posonlyargs, *arguments.args]
+                defaults = list(zip(positional[len(positional) - len(arguments.defaults):],
+                                    arguments.defaults))
+                defaults += [(arg, default) for arg, default
+                             in zip(arguments.kwonlyargs, arguments.kw_defaults) if default]
+                for arg, default in defaults:
+                    if isinstance(default, followed):
+                        assignments.append((self.names, arg.arg, default))
+                for returned in function_returns(function):
+                    if isinstance(returned, followed):
+                        assignments.append((self.returns, function.name, returned))
         changed = True
         while changed:
             changed = False
@@ -189,19 +244,71 @@ class AliasClosure:
                 if found and not found <= table.get(key, set()):
                     table.setdefault(key, set()).update(found)
                     changed = True
-        return (any(self.qualnames(callee) & self.complete for callee in callees)
-                or any(self.qualnames(base) & self.complete for base in bases))
+        return (any(self.is_site(self.qualnames(callee)) for callee in callees)
+                or any(self.is_site(self.qualnames(base)) for base in bases))
+
+    def is_site(self, names: set[str]) -> bool:
+        return WILDCARD in names or bool(names & self.complete)
 
     def qualnames(self, expr: ast.expr) -> set[str]:
         if isinstance(expr, ast.Name):
             return self.names.get(expr.id, set())
         if isinstance(expr, ast.Attribute):
-            found = {f"{head}.{expr.attr}" for head in self.qualnames(expr.value)}
+            heads = self.qualnames(expr.value)
+            found = {f"{head}.{expr.attr}" for head in heads if head != WILDCARD}
             found = {name for name in found if name in self.by_prefix}
+            if WILDCARD in heads:
+                found.add(WILDCARD)
             return found | self.attributes.get(expr.attr, set())
-        if isinstance(expr, ast.Call) and expr.args and not isinstance(expr.args[0], ast.Starred):
-            return self.qualnames(expr.args[0])
+        if isinstance(expr, ast.Call):
+            callee = self.qualnames(expr.func)
+            found = {f"{name}.{apis.INSTANCE}" for name in callee if name != WILDCARD}
+            found = {name for name in found if name in self.by_prefix}
+            if WILDCARD in callee:
+                found.add(WILDCARD)  # a helper in another module may return the API
+            if isinstance(expr.func, ast.Name):
+                found |= self.returns.get(expr.func.id, set())
+            elif isinstance(expr.func, ast.Attribute):
+                found |= self.returns.get(expr.func.attr, set())
+            if expr.args and not isinstance(expr.args[0], ast.Starred):
+                found |= self.qualnames(expr.args[0])
+            return found
+        if isinstance(expr, ast.IfExp):
+            return self.qualnames(expr.body) | self.qualnames(expr.orelse)
         return set()
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def unbound_names(tree: ast.Module) -> set[str]:
+    """Names the module reads but binds nowhere (scope-blind) and that are not builtins:
+    those a star import may provide."""
+    loaded: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            name = cast(ast.Name, node)
+            (loaded if type(name.ctx) is ast.Load else bound).add(name.id)
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            bound.add(cast("ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef", node).name)
+        elif kind is ast.arg:
+            bound.add(cast(ast.arg, node).arg)
+        elif kind is ast.alias:
+            alias = cast(ast.alias, node)
+            bound.add(alias.asname or alias.name.split(".")[0])
+        elif kind is ast.ExceptHandler and cast(ast.ExceptHandler, node).name:
+            bound.add(cast(str, cast(ast.ExceptHandler, node).name))
+    return loaded - bound - _BUILTINS
+
+
+def function_returns(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.expr]:
+    """The values of the function's `return` statements (nested functions' too: the closure
+    is scope-blind)."""
+    for node in iter_statements(function):
+        if type(node) is ast.Return and cast(ast.Return, node).value is not None:
+            yield cast(ast.expr, cast(ast.Return, node).value)
 
 
 # Fields that never hold a call, an assignment or a class: expression contexts and operators.
@@ -303,6 +410,36 @@ def import_bindings(node: ast.Import | ast.ImportFrom, module_name: str,
 
 _WORD = re.compile(r"\w")
 _SPACE = " \t\f\r\n\\"
+
+
+_FROM_IMPORT = re.compile(r"(?<![\w.])from[ \t\\\r\n]+[\w. \t\\\r\n]*?(?<!\w)import(?!\w)")
+_IMPORTED = re.compile(r"#[^\r\n]*|\w+|[(),\\]|\r?\n|[ \t\f]+|.")
+
+
+def from_imported(text: str) -> Iterator[str]:
+    """The names `from M import a, b as c, (d, ...)` statements may import (`a`, `b`, `d`):
+    a superset, read from the text."""
+    for match in _FROM_IMPORT.finditer(text):
+        depth = 0
+        after_as = False
+        for token in _IMPORTED.finditer(text, match.end()):
+            word = token.group()
+            if word == "(":
+                depth += 1
+            elif word == ")" or word == ";" or (word.endswith("\n") and depth == 0
+                                                and not text.endswith("\\", 0, token.start())):
+                break
+            elif word == "as":
+                after_as = True
+            elif word == ",":
+                after_as = False
+            elif word[0].isalpha() or word[0] == "_":
+                if not after_as:
+                    yield word
+            elif word in ("\\",) or word.isspace() or word.startswith("#"):
+                continue
+            elif not word.isspace():
+                break
 
 
 def has_relative_import(text: str) -> bool:

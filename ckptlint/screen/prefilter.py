@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ckptlint.analysis.apis import api_table, trigger_names
 from ckptlint.config import Config
 
@@ -10,7 +12,7 @@ _IDENTIFIER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw
 
 class Prefilter:
     """A text test that only rejects files that cannot hold a checkpoint site: one of the
-    trigger names must stand in it as a whole word."""
+    trigger names must stand in it as a whole word, or it has a star import."""
 
     def __init__(self, config: Config) -> None:
         self.names = frozenset(trigger_names(api_table(dict(config.checkpoint_functions)),
@@ -22,6 +24,8 @@ class Prefilter:
             if not any(other != name and other in name for other in self.names)))
 
     def may_contain_site(self, text: str) -> bool:
+        if has_star_import(text):
+            return True  # `from M import *` may bind an API or a helper returning one
         word = _IDENTIFIER_CHARS
         size = len(text)
         for needle in self.needles:
@@ -36,3 +40,11 @@ class Prefilter:
                     return True
                 position = text.find(needle, end)
         return False
+
+
+_STAR_IMPORT = re.compile(r"(?<!\w)import[ \t\\]+\*")
+
+
+def has_star_import(text: str) -> bool:
+    """May the file hold `from M import *`? `import`, then spaces, then `*`."""
+    return _STAR_IMPORT.search(text) is not None
