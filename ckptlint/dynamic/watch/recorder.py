@@ -94,6 +94,9 @@ class PassRecord:
         self.reference: list[list] | None = None
         self.first_difference: list[list] | None = None
         self.skip_framework_hooks = False
+        self.tracer: LineTracer | None = None
+        # Forward only: (the selective-checkpoint mode, its own policy) while it is wrapped.
+        self.policy_context: tuple[Any, Any] | None = None
 
     def ops_compared(self) -> list[list]:
         """The ops a replay runs again: all but those a selective-checkpoint policy saved."""
@@ -158,14 +161,19 @@ class _OpMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if getattr(busy, "on", False):
-            return out
+        tracer = self.record.tracer
+        paused = tracer is not None and tracer.pause()
         try:
-            self._note(func, args, kwargs, out)
-        except Exception:
-            pass
-        return out
+            out = func(*args, **kwargs)
+            if not getattr(busy, "on", False):
+                try:
+                    self._note(func, args, kwargs, out)
+                except Exception:
+                    pass
+            return out
+        finally:
+            if paused:
+                tracer.resume()
 
     def _note(self, func, args, kwargs, out):
         name = func.overloadpacket.__name__
@@ -319,7 +327,7 @@ class Recorder(Observer):
         state = {k: [record.state_before.get(k), after.get(k)] for k in set(after) | set(record.state_before)}
         drawn = rng.drawn(record.rng_before, rng.fingerprints())
         data = record.as_dict(info)
-        tracer = getattr(record, "tracer", None)
+        tracer = record.tracer
         lines = dict(tracer.hits) if tracer is not None and tracer.hits else None
         arms = dict(tracer.arms) if tracer is not None and tracer.arms else None
         after_forward = call.scratch.get("state_after_forward") if phase != "forward" else None
@@ -409,7 +417,7 @@ def _watch_policy(record: PassRecord, context) -> None:
 
 
 def _restore_policy(record: PassRecord) -> None:
-    kept = getattr(record, "policy_context", None)
+    kept = record.policy_context
     if kept is not None:
         context, policy = kept
         try:

@@ -16,6 +16,7 @@ import ast
 import inspect
 import os
 import sys
+import threading
 from typing import Any
 
 import torch
@@ -207,24 +208,25 @@ class LineTracer:
         self.hits: dict[str, int] = {}
         self.arms: dict[str, list[int]] = {}
         self.active = False
-        self._real: dict[str, str] = {}
+        self._paused = False
+        self._thread: int | None = None
+        # co_filename -> its realpath when it is a file of interest, else None
+        self._real: dict[str, str | None] = {}
 
     @property
     def wanted(self) -> bool:
         return bool(self.lines or self.branches)
 
-    def _file(self, code) -> str:
-        name = code.co_filename
-        real = self._real.get(name)
-        if real is None:
-            real = self._real[name] = os.path.realpath(name)
-        return real
-
     def _global(self, frame, event, arg):
+        # Called for every Python call during the pass: one dict lookup for code elsewhere.
         if event != "call":
             return None
-        filename = self._file(frame.f_code)
-        if filename not in self.files:
+        name = frame.f_code.co_filename
+        filename = self._real.get(name, "")
+        if filename == "":
+            real = os.path.realpath(name)
+            filename = self._real[name] = real if real in self.files else None
+        if filename is None:
             return None
         lines, branches, hits, arms = self.lines, self.branches, self.hits, self.arms
         after_branch = [None]     # the branch line this frame just ran, awaiting the next
@@ -254,6 +256,7 @@ class LineTracer:
     def __enter__(self):
         if self.wanted and sys.gettrace() is None:
             self.active = True
+            self._thread = threading.get_ident()
             for spec_id in {i for ids in self.lines.values() for i in ids}:
                 self.hits[spec_id] = 0
             sys.settrace(self._global)
@@ -264,3 +267,18 @@ class LineTracer:
             sys.settrace(None)
             self.active = False
         return False
+
+    def pause(self) -> bool:
+        """Stop tracing while ckptlint's own code runs (an op's dispatch); True if this call
+        paused it. Only in the thread it traces, and only once when dispatches nest."""
+        if self.active and not self._paused and threading.get_ident() == self._thread:
+            sys.settrace(None)
+            self._paused = True
+            return True
+        return False
+
+    def resume(self) -> None:
+        """Undoes a pause that returned True (unless the pass ended meanwhile)."""
+        self._paused = False
+        if self.active:
+            sys.settrace(self._global)
