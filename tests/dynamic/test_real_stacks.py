@@ -8,11 +8,10 @@ import json
 import os
 import re
 import subprocess
-import textwrap
 
 import pytest
 
-from dynhelp import PY, SCRIPTS, env_with_root, has_module, run_dynamic, torch_has
+from dynhelp import PY, SCRIPTS, env_with_root, run_dynamic, torch_has
 
 pytest.importorskip("torch")
 
@@ -35,6 +34,8 @@ def _summary(result) -> str:
 
 # --------------------------------------------------------------------------- selective checkpointing
 
+@pytest.mark.slow
+@pytest.mark.scenarios("selective_harmless")
 def test_selective_checkpointing_compares_only_what_the_replay_recomputes(runs):
     r = runs["selective_harmless"]
     assert not differs(r.values), "ground truth: the selective-checkpoint run is sound"
@@ -45,6 +46,8 @@ def test_selective_checkpointing_compares_only_what_the_replay_recomputes(runs):
     assert r.rc == 0
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("selective_harmful")
 def test_selective_checkpointing_still_catches_a_real_divergence(runs):
     r = runs["selective_harmful"]
     assert differs(r.values), "ground truth: SCALE changed, the recomputed part differs"
@@ -57,6 +60,8 @@ def test_selective_checkpointing_still_catches_a_real_divergence(runs):
 
 # --------------------------------------------------------------------------- FSDP2, one process
 
+@pytest.mark.slow
+@pytest.mark.scenarios("fsdp_single_harmless")
 def test_fsdp2_hooks_are_not_the_segments_computation(runs):
     r = runs["fsdp_single_harmless"]
     assert not differs(r.values), "ground truth: FSDP2 + checkpoint is sound here"
@@ -68,6 +73,8 @@ def test_fsdp2_hooks_are_not_the_segments_computation(runs):
     assert r.rc == 0
 
 
+@pytest.mark.slow
+@pytest.mark.scenarios("fsdp_single_harmful")
 def test_fsdp2_real_divergence_is_confirmed(runs):
     r = runs["fsdp_single_harmful"]
     assert differs(r.values)
@@ -79,6 +86,8 @@ def test_fsdp2_real_divergence_is_confirmed(runs):
 
 # --------------------------------------------------------------------------- one divergence, several findings
 
+@pytest.mark.slow
+@pytest.mark.scenarios("two_findings")
 def test_only_the_finding_the_evidence_is_about_is_confirmed(runs):
     r = runs["two_findings"]
     assert r.values["plain"] != r.values["ckpt"], "ground truth: site A's gradients are wrong"
@@ -112,6 +121,8 @@ def test_only_the_finding_the_evidence_is_about_is_confirmed(runs):
 
 # --------------------------------------------------------------------------- torch.compile
 
+@pytest.mark.slow
+@pytest.mark.scenarios("compiled")
 def test_compiled_site_is_not_watched_and_an_eager_site_that_never_ran_is_unexercised(runs):
     r = runs["compiled"]
     assert r.values["grad"] == r.values["plain"], "the compiled program still ran, soundly"
@@ -126,6 +137,8 @@ def test_compiled_site_is_not_watched_and_an_eager_site_that_never_ran_is_unexer
 
 # --------------------------------------------------------------------------- transformers
 
+@pytest.mark.slow
+@pytest.mark.scenarios("hf_enable")
 def test_two_enable_calls_are_joined_by_the_call_that_ran(runs):
     r = runs["hf_enable"]
     assert r.values["plain"] == r.values["ckpt"], "ground truth: the gradients are right"
@@ -179,6 +192,8 @@ def test_torchrun_two_ranks_names_the_rank_that_diverged(mode):
 
 # --------------------------------------------------------------------------- never silent
 
+@pytest.mark.slow
+@pytest.mark.scenarios("state_read_harmful")
 def test_summary_after_a_watched_run(runs):
     r = runs["state_read_harmful"]
     assert "ckptlint: watched 1 checkpoint site in 1 process: 2 calls, 2 replays, 2 diverged" \
@@ -218,6 +233,7 @@ def _run_command(command, script):
         return Result(proc.returncode, json.loads(proc.stdout), proc.stderr, values)
 
 
+@pytest.mark.slow
 def test_attached_but_no_checkpoint_ran_says_so(tmp_path):
     script = tmp_path / "no_ckpt.py"
     script.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
@@ -243,6 +259,7 @@ def _beyond(tmp_path, config: str | None):
     return proc, json.loads(proc.stdout), json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_doubled_side_effects_and_draws_without_a_static_finding_are_ckp501(tmp_path):
     proc, found, values = _beyond(tmp_path, CONFIG)
     assert values["plain"]["count"] == 1 and values["ckpt"]["count"] == 2, values
@@ -254,6 +271,7 @@ def test_doubled_side_effects_and_draws_without_a_static_finding_are_ckp501(tmp_
     assert proc.returncode == 1
 
 
+@pytest.mark.slow
 def test_static_findings_explain_what_they_name(tmp_path):
     proc, found, values = _beyond(tmp_path, None)
     by_code = {f["code"]: f for f in found}
