@@ -156,12 +156,12 @@ class Observations:
     started: bool = False      # the watcher installed in some process (torch was imported)
     booted: set[int] = field(default_factory=set)      # pids that loaded the bootstrap
     torch_pids: set[int] = field(default_factory=set)  # pids that imported torch
-    compile_sites: list[tuple] = field(default_factory=list)   # where torch.compile was used
+    compile_sites: list[tuple | None] = field(default_factory=list)   # where torch.compile was used
     enables: list[dict[str, Any]] = field(default_factory=list)  # transformers enable calls
     # (pid, call id) -> the record its pass and compare events go to. A pid can come back
     # (a process ended and the system reused its number): a call event never replaces an
     # earlier record, it gets a key of its own and becomes the one that pid's events go to.
-    current: dict[tuple[int, int], CallObs] = field(default_factory=dict)
+    current: dict[tuple[int, Any], CallObs] = field(default_factory=dict)   # (pid, call id)
 
     @classmethod
     def load(cls, path: str) -> Observations:

@@ -40,11 +40,11 @@ def _tree(filename: str) -> ast.Module | None:
         return None
 
 
-def _span(node: ast.AST) -> tuple[int, int]:
+def _span(node: ast.stmt | ast.expr) -> tuple[int, int]:
     return node.lineno, getattr(node, "end_lineno", None) or node.lineno
 
 
-def _innermost(filename: str, row: int, kinds) -> ast.AST | None:
+def _innermost(filename: str, row: int, kinds) -> ast.stmt | None:
     tree = _tree(filename)
     found = None
     if tree is None:
@@ -101,20 +101,21 @@ def _bound(node: ast.AST) -> set[str]:
     return names
 
 
-def _own_part(node: ast.stmt) -> list[ast.AST]:
+def _own_part(node: ast.stmt) -> list[ast.stmt | ast.expr]:
     """The parts of a statement that run on its own lines (a compound statement's header)."""
     if isinstance(node, (ast.If, ast.While)):
         return [node.test]
     if isinstance(node, (ast.For, ast.AsyncFor)):
         return [node.target, node.iter]
     if isinstance(node, (ast.With, ast.AsyncWith)):
-        return list(node.items)
+        return [part for item in node.items for part in (item.context_expr, item.optional_vars)
+                if part is not None]
     if isinstance(node, (ast.Try, *FUNCTIONS, ast.ClassDef)):
         return []
     return [node]
 
 
-def _read(parts: list[ast.AST]) -> set[str]:
+def _read(parts: list[ast.stmt | ast.expr]) -> set[str]:
     return {n.id for part in parts for n in ast.walk(part)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
@@ -123,7 +124,7 @@ def _header_rows(node: ast.stmt) -> set[int]:
     parts = _own_part(node)
     rows = set()
     for part in parts:
-        start, end = _span(part) if hasattr(part, "lineno") else (node.lineno, node.lineno)
+        start, end = _span(part)
         rows |= set(range(start, end + 1))
     return rows or {node.lineno}
 
@@ -212,7 +213,7 @@ def branch_arms(filename: str, row: int) -> Arms | None:
     return None
 
 
-def _function_at(filename: str, first_row: int) -> ast.AST | None:
+def _function_at(filename: str, first_row: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The function a code object starting at `first_row` is (decorators shift the line)."""
     tree = _tree(filename)
     if tree is None:

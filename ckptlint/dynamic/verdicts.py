@@ -507,6 +507,8 @@ class Judge:
             return Said(None, "")
         filename, row = spec["branch"]
         arms = source.branch_arms(filename, row)
+        if arms is None:
+            return Said(None, "")
         sid = str(spec["id"])
         same = ran = False
         for call in compared:
@@ -532,7 +534,7 @@ class Judge:
 
     def _draws(self, finding: Finding, compared: list[CallObs]) -> Said:
         """CKP303 on Python's or NumPy's global stream: whether the replay drew from it."""
-        stream = STREAM_OF_DRAW.get(finding.data.get("draw")) if finding.code == "CKP303" \
+        stream = STREAM_OF_DRAW.get(finding.data.get("draw", "")) if finding.code == "CKP303" \
             else None
         if stream is None:
             return Said(None, "")
@@ -593,7 +595,7 @@ class Judge:
         if line_hint == "cleared":
             n_compares = sum(c.compare_count for c in compared)
             text = f"{_label(call)}: {line_text}"
-            if any(c.early_stops for c in compared) and "forward (" in line_text:
+            if any(c.early_stops for c in compared) and "forward (" in (line_text or ""):
                 text += " (early stop ended the replay before it)"
             return finding.with_verdict("cleared", f"{text}; replay compared {_times(n_compares)}")
         return None
