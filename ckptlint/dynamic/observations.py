@@ -8,36 +8,14 @@ command itself ended.
 
 from __future__ import annotations
 
-import functools
 import json
-import linecache
-import os
 import re
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-Key = tuple[str, int]   # (realpath, row)
-
-
-def real(filename: str) -> str:
-    return os.path.realpath(filename)
-
-
-@functools.lru_cache(maxsize=4096)
-def code_rows(filename: str, first_line: int) -> frozenset[int]:
-    """The first line of a code object and its `def` line (decorated functions differ)."""
-    rows = {first_line}
-    for row in range(first_line, first_line + 50):
-        text = linecache.getline(filename, row).lstrip()
-        if not text:
-            continue
-        if text.startswith(("def ", "async def ", "class ")):
-            rows.add(row)
-            break
-    return frozenset(rows)
-
+from ckptlint.dynamic.join import Key, real, target_keys
 
 # --------------------------------------------------------------------------- observations
 
@@ -98,11 +76,7 @@ class CallObs:
         return bool(self.compare_count or self.compares)
 
     def target_keys(self) -> set[Key]:
-        keys = set()
-        for filename, first, _ in self.targets:
-            for row in code_rows(filename, first):
-                keys.add((filename, row))
-        return keys
+        return target_keys(self.targets)
 
     @property
     def qualname(self) -> str:
