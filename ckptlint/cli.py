@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 import click
 
@@ -142,7 +143,7 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
         internal_error(error)
 
 
-def internal_error(error: Exception) -> None:
+def internal_error(error: Exception) -> NoReturn:
     """One line and exit 2 instead of a traceback (CKPTLINT_DEBUG=1 shows it)."""
     if os.environ.get("CKPTLINT_DEBUG"):
         raise error

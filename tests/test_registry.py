@@ -145,14 +145,16 @@ def test_fix_kinds_are_what_the_rules_offer():
 
 
 def test_dynamic_mode_judges_each_code_as_registered(tmp_path):
-    """One reentrant call ran at the site, never replayed: static-only codes say so,
-    reentrant-path codes are confirmed, the others (judged by replays) are unexercised."""
+    """One reentrant call ran at the site (its model's checkpointing enabled at the findings'
+    line), never replayed: static-only codes say so, reentrant-path codes are confirmed, the
+    others (judged by replays) are unexercised."""
     import os
 
     real = os.path.realpath("m.py")
     events = [{"ev": "start", "pid": 1},
+              {"ev": "enable", "pid": 1, "site": [real, 12, 5], "from_library": False},
               {"ev": "call", "id": 1, "pid": 1, "mode": "reentrant", "site": [real, 30, 5],
-               "targets": [[real, 10, "Block.forward"]]},
+               "targets": [[real, 10, "Block.forward"]], "enabled_at": [real, 12, 5]},
               {"ev": "pass", "pid": 1, "call": 1, "phase": "forward"}]
     path = tmp_path / "obs.jsonl"
     path.write_text("".join(json.dumps(event) + "\n" for event in events), encoding="utf-8")

@@ -3,7 +3,9 @@
 `write_bootstrap(directory)` writes it; the runner puts that directory first on PYTHONPATH.
 The file chains to any other `sitecustomize` further along the path, and installs a
 `sys.meta_path` finder that, once `torch` has finished importing, loads the watcher. It never
-imports torch itself, so a child that does not use torch pays nothing.
+imports torch itself, so a child that does not use torch pays nothing. Each process it loads in
+first appends a `boot` record to the observations file: a run where no process wrote one was
+never watched (`python -I`, a replaced PYTHONPATH, an interpreter that skips `site`).
 """
 
 from __future__ import annotations
@@ -75,10 +77,26 @@ class _CkptlintTorchFinder:
         return spec
 
 
+def _ckptlint_boot_record(path):
+    """The first record of this process: the watcher is attached (whether or not torch is
+    ever imported). A run with no such record in any process watched nothing."""
+    try:
+        fd = _os.open(path, _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        _os.write(fd, ('{"ev": "boot", "pid": %d}\n' % _os.getpid()).encode())
+    except OSError:
+        pass
+    finally:
+        _os.close(fd)
+
+
 try:
     _ckptlint_chain()
 finally:
     if _os.environ.get("CKPTLINT_DYNAMIC_OUT"):
+        _ckptlint_boot_record(_os.environ["CKPTLINT_DYNAMIC_OUT"])
         if "torch" in _sys.modules:
             _ckptlint_install()
         else:

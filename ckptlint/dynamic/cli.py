@@ -164,9 +164,11 @@ def dynamic(ctx: click.Context, paths: tuple[str, ...], output_format: str, repl
     PATHS (default: the current folder) are linted first; COMMAND (a training script, `pytest
     ...`, `python -m ...`) then runs with every checkpoint's forward and replay watched.
 
-    Verdicts: confirmed, cleared, unexercised, static-only, error. Exit status: 1 if anything
-    is confirmed; else 2 if the command could not start or exited non-zero, or on a bad
-    configuration or --findings file; else 0. SIGTERM or Ctrl-C stops the command (its whole
+    Verdicts: confirmed, cleared, unexercised, static-only, error. After the run a summary
+    on stderr says what was watched. Exit status: 1 if anything is confirmed; else 2 if the
+    command could not start or exited non-zero, the watcher never attached in any process
+    (`python -I`, a replaced PYTHONPATH), or on a bad configuration or --findings file;
+    else 0. SIGTERM or Ctrl-C stops the command (its whole
     process group), prints the verdicts so far and ends ckptlint by the same signal. The
     command's own output goes to stderr; verdicts go to stdout.
     """
@@ -203,6 +205,7 @@ def watch_and_judge(command: list[str], paths: list[str], config_file: str | Non
     """Lint (or read --findings), run the command watched, print the verdicts.
     Returns (exit status, the signal that stopped the run or None)."""
     from ckptlint.dynamic.runner import run_watched
+    from ckptlint.dynamic.summary import summary_lines
     from ckptlint.dynamic.verdicts import build_plan, exit_status, judge_all
 
     findings, sites, ckp501 = static_analysis(paths, config_file, findings_file)
@@ -216,8 +219,10 @@ def watch_and_judge(command: list[str], paths: list[str], config_file: str | Non
     judged = judge_all(findings, watched.observations, sites, watched.info, plan, ckp501)
     info = watched.info
     info.report_failure(timeout)
+    for line in summary_lines(watched.observations, info):
+        click.echo(line, err=True)
     sys.stdout.flush()
     sys.stdout.buffer.write(encode_report(render(output_format, judged, OutputContext())))
     sys.stdout.buffer.flush()
     sys.stdout.flush()
-    return exit_status(judged, info), info.signal
+    return exit_status(judged, info, watched.observations), info.signal

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ckptlint.dynamic.bootstrap import write_bootstrap
-from ckptlint.dynamic.verdicts import Observations, RunInfo
+from ckptlint.dynamic.observations import Observations, RunInfo
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

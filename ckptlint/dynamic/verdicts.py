@@ -5,22 +5,32 @@ static-only, error. A call judges the findings of the static sites it belongs to
 (`ckptlint.dynamic.join`: its own call site, or, for calls made from library code such as
 checkpoint_wrapper, checkpoint_sequential and transformers layers, the site that checkpoints
 its function).
+
+A replay that diverged confirms a finding only with evidence about that finding, read from
+its `data` (docs/architecture.md, "How dynamic mode judges a finding" has the table): the state it names
+changed; the branch it names went the other way; the line it names ran again; the random
+stream it names was drawn from again; or the replay's first difference came from its line
+(or a line using what that line computed). A divergence no finding is confirmed by becomes
+CKP501, and so does what the saved tensors cannot show: a replay that drew from Python's or
+NumPy's random stream, or changed again state the checkpointed code writes.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import signal
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from ckptlint.dynamic.join import Key, SiteIndex, real, target_keys
+from ckptlint.dynamic import source
+from ckptlint.dynamic.join import Key, SiteIndex, real
+from ckptlint.dynamic.observations import (CallObs, NotWatched, Observations, RunInfo, count)
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
 from ckptlint.messages import render
 from ckptlint.registry import Dynamic, codes_judged
+
+__all__ = ["CallObs", "Observations", "RunInfo", "build_plan", "count",
+           "exit_status", "judge_all"]
 
 # How each code is judged is the registry's `dynamic` field.
 STATIC_ONLY = codes_judged(Dynamic.STATIC_ONLY)
@@ -29,191 +39,14 @@ SIDE_EFFECT_CODES = codes_judged(Dynamic.SIDE_EFFECT)
 STATE_CODES = codes_judged(Dynamic.STATE_CHANGE, Dynamic.SIDE_EFFECT)  # findings naming state
 DEVICE_CODES = codes_judged(Dynamic.DEVICE)
 # Everything else (Dynamic.REPLAY_COMPARE) is judged by comparing forward and replay.
+BRANCH_CODES = frozenset({"CKP203", "CKP204"})
+# CKP303 `data.draw` -> the global stream it draws from (Python's `random`, NumPy's).
+STREAM_OF_DRAW = {"python": "python", "numpy": "numpy"}
+STREAM_NAMES = {"python": "Python's `random`", "numpy": "NumPy's global random stream"}
 
-
-# --------------------------------------------------------------------------- observations
-
-@dataclass
-class CallObs:
-    """What was seen of checkpoint calls, by `kind`:
-
-    - "call": one call recorded in full (`calls` = 1);
-    - "summary": `calls` calls of one process with the same site, function, mode and flags,
-      recorded as counts (budget.py); `compares` keeps its first divergence and mismatch;
-    - "sample": a call recorded in full as evidence, whose counts are in a summary (`calls` =
-      0; its passes, line hits and compares count nowhere else).
-
-    Counts: `calls`, `passes`, `early_stops`, `compare_count`, `diverged_count`, `lines`.
-    Evidence: `compares`, `states`, `errors`, `devices`."""
-
-    key: tuple
-    mode: str
-    site: tuple[str, int, int] | None
-    targets: list[tuple[str, int, str]]
-    grad: bool = True
-    preserve_rng_state: bool = True
-    inputs_require_grad: bool = True
-    params: int | None = None
-    specs: list[int] = field(default_factory=list)
-    kind: str = "call"
-    calls: int = 1
-    passes: dict[str, int] = field(default_factory=dict)
-    early_stops: int = 0
-    compares: list[dict[str, Any]] = field(default_factory=list)
-    compare_count: int = 0
-    diverged_count: int = 0
-    states: list[tuple[str, dict[str, list]]] = field(default_factory=list)
-    lines: list[tuple[str, dict[str, int]]] = field(default_factory=list)
-    devices: set[str] = field(default_factory=set)
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def site_key(self) -> Key | None:
-        return (self.site[0], self.site[1]) if self.site else None
-
-    @property
-    def counted(self) -> bool:
-        return self.kind != "sample"
-
-    @property
-    def replayed(self) -> bool:
-        return bool(self.compare_count or self.compares)
-
-    def target_keys(self) -> set[Key]:
-        return target_keys(self.targets)
-
-    @property
-    def qualname(self) -> str:
-        return self.targets[0][2] if self.targets else "the checkpointed function"
-
-    def add_lines(self, phase: str, hits: dict[str, int]) -> None:
-        for seen_phase, seen in self.lines:
-            if seen_phase == phase and self.kind == "summary":
-                for sid, n in hits.items():
-                    seen[sid] = seen.get(sid, 0) + n
-                return
-        self.lines.append((phase, dict(hits)))
-
-
-def count(calls: Iterable[CallObs]) -> int:
-    """How many calls these records stand for."""
-    return sum(c.calls for c in calls)
-
-
-# Evidence kept per summary: a few error lines, one divergence, one mismatch.
-SUMMARY_ERRORS = 5
-
-
-@dataclass
-class Observations:
-    calls: dict[tuple, CallObs] = field(default_factory=dict)
-    not_watched: list[tuple[Any, str]] = field(default_factory=list)
-    errors: dict[str, str] = field(default_factory=dict)
-    started: bool = False      # the watcher installed in some process (torch was imported)
-    # (pid, call id) -> the record its pass and compare events go to. A pid can come back
-    # (a process ended and the system reused its number): a call event never replaces an
-    # earlier record, it gets a key of its own and becomes the one that pid's events go to.
-    current: dict[tuple[int, int], CallObs] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: str) -> Observations:
-        obs = cls()
-        try:
-            handle = open(path, encoding="utf-8", errors="replace")
-        except OSError:
-            return obs
-        with handle:
-            for line in handle:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue    # a line cut by a crash
-                if isinstance(event, dict):
-                    obs.add(event)
-        return obs
-
-    def add(self, event: dict[str, Any]) -> None:
-        kind = event.get("ev")
-        pid = event.get("pid", 0)
-        if kind == "start":
-            self.started = True
-            for mode, reason in (event.get("errors") or {}).items():
-                self.errors.setdefault(mode, reason)
-        elif kind == "call":
-            self._add_call(pid, event)
-        elif kind == "pass":
-            call = self.current.get((pid, event.get("call")))
-            if call is None:
-                return
-            phase = event.get("phase", "forward")
-            if call.counted:
-                call.passes[phase] = call.passes.get(phase, 0) + 1
-                call.early_stops += bool(event.get("early_stop"))
-                if event.get("lines"):
-                    call.add_lines(phase, event["lines"])
-            call.states.append((phase, event.get("state") or {}))
-            call.devices.update(event.get("devices") or ())
-            if event.get("error"):
-                call.errors.append(f"{phase}: {event['error']}")
-        elif kind == "compare":
-            call = self.current.get((pid, event.get("call")))
-            if call is not None:
-                call.compares.append(event)
-                if call.counted:
-                    call.compare_count += 1
-                    call.diverged_count += bool(event.get("matters"))
-        elif kind == "summary":
-            self._add_summary(pid, event)
-        elif kind == "not_watched":
-            site = event.get("site")
-            entry = (tuple(site) if site else None, event.get("reason", ""))
-            if entry not in self.not_watched:
-                self.not_watched.append(entry)
-
-    def _add_call(self, pid: int, event: dict[str, Any]) -> None:
-        key: tuple = (pid, event["id"])
-        if key in self.calls:
-            key = (pid, event["id"], len(self.calls))
-        site = event.get("site")
-        sample = bool(event.get("sample"))
-        self.calls[key] = self.current[(pid, event["id"])] = CallObs(
-            key=key, mode=event.get("mode", "non-reentrant"),
-            site=tuple(site) if site else None,
-            targets=[tuple(t) for t in event.get("targets") or ()],
-            grad=event.get("grad", True),
-            preserve_rng_state=event.get("preserve_rng_state", True),
-            inputs_require_grad=event.get("inputs_require_grad", True),
-            params=event.get("params"), specs=list(event.get("specs") or ()),
-            kind="sample" if sample else "call", calls=0 if sample else 1)
-
-    def _add_summary(self, pid: int, event: dict[str, Any]) -> None:
-        site = tuple(event["site"]) if event.get("site") else None
-        targets = [tuple(t) for t in event.get("targets") or ()]
-        flags = (event.get("mode", "non-reentrant"), event.get("grad", True),
-                 event.get("preserve_rng_state", True), event.get("inputs_require_grad", True))
-        key = ("summary", pid, site, tuple(targets), *flags)
-        call = self.calls.get(key)
-        if call is None:
-            call = self.calls[key] = CallObs(
-                key=key, mode=flags[0], site=site, targets=targets, grad=flags[1],
-                preserve_rng_state=flags[2], inputs_require_grad=flags[3],
-                params=event.get("params"), specs=list(event.get("specs") or ()),
-                kind="summary", calls=0)
-        call.calls += int(event.get("calls") or 0)
-        for phase, n in (event.get("passes") or {}).items():
-            call.passes[phase] = call.passes.get(phase, 0) + int(n)
-        call.early_stops += int(event.get("early_stops") or 0)
-        call.compare_count += int(event.get("compares") or 0)
-        call.diverged_count += int(event.get("diverged") or 0)
-        for phase, hits in (event.get("lines") or {}).items():
-            call.add_lines(phase, hits)
-        call.devices.update(event.get("devices") or ())
-        if event.get("first_error") and len(call.errors) < SUMMARY_ERRORS:
-            call.errors.append(event["first_error"])
-        for name, wanted in (("first_divergence", True), ("first_mismatch", False)):
-            kept = event.get(name)
-            if kept and not any(bool(c.get("matters")) == wanted for c in call.compares):
-                call.compares.append(kept)
+NEVER_ATTACHED = ("the watcher never attached: no process loaded its bootstrap (`python -I`, "
+                  "`python -S`, a replaced PYTHONPATH or an interpreter without `site` skip it), "
+                  "so nothing was watched")
 
 
 # --------------------------------------------------------------------------- state specs
@@ -243,90 +76,60 @@ def hazard_place(finding: Finding) -> tuple[str, int]:
 
 
 def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, Any]:
-    """What the child should read around each pass: one spec per state-naming finding."""
+    """What the child should watch around each pass: per finding, the state it names, the
+    side effect's line, the branch's line; per checkpointed function the static pass
+    resolved, the state it writes that no finding names (spec ids "w0", "w1", ...)."""
     specs = []
+    named: set[tuple[Key, str]] = set()
     for index, finding in enumerate(findings):
-        if finding.code not in STATE_CODES:
-            continue
-        name = state_expression(finding)
-        filename, row = hazard_place(finding)
-        line = [real(filename), row] if finding.code in SIDE_EFFECT_CODES else None
-        if name is None and line is None:
-            continue
-        targets = []
-        if finding.target is not None:
-            targets.append([real(finding.target.filename), finding.target.row])
-        owner = finding.data.get("owner")
-        cls = owner if name is not None and name.startswith("self.") and isinstance(owner, str) \
-            else None
-        specs.append({
-            "id": index, "expr": name, "line": line, "file": real(filename), "cls": cls,
-            "targets": targets,
-            "site": [real(finding.site.filename), finding.site.row] if finding.site else None,
-        })
+        spec = _finding_spec(index, finding)
+        if spec is not None:
+            specs.append(spec)
+            for target in spec["targets"]:
+                named.add((tuple(target), spec["expr"]))
+    for filename, row, qualname in _resolved_functions(findings, sites):
+        for expression in source.state_written(filename, row):
+            if ((filename, row), expression) in named:
+                continue
+            named.add(((filename, row), expression))
+            cls = qualname.rsplit(".", 1)[0] if "." in qualname else None
+            specs.append({"id": f"w{len(specs)}", "expr": expression, "line": None,
+                          "branch": None, "file": filename, "cls": cls,
+                          "targets": [[filename, row]], "site": None, "written": True})
     return {"specs": specs}
 
 
-# --------------------------------------------------------------------------- verdicts
-
-@dataclass
-class RunInfo:
-    """How the watched command ended."""
-
-    returncode: int | None = None
-    start_error: str | None = None
-    timed_out: bool = False
-    signal: int | None = None     # SIGTERM/SIGINT that ckptlint received and passed on
-    stderr_tail: str = ""
-    stderr_lines: list[str] = field(default_factory=list)
-
-    def crash_at(self, key: Key) -> str | None:
-        """The exception line of a traceback in the child's stderr that passes through `key`."""
-        frame = re.compile(r'^\s*File "([^"]+)", line (\d+)')
-        through = False
-        for line in self.stderr_lines:
-            m = frame.match(line)
-            if m:
-                if (real(m.group(1)), int(m.group(2))) == key:
-                    through = True
-                continue
-            if through and re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", line):
-                return line.strip()
+def _finding_spec(index: int, finding: Finding) -> dict[str, Any] | None:
+    name = state_expression(finding) if finding.code in STATE_CODES else None
+    filename, row = hazard_place(finding)
+    line = [real(filename), row] if finding.code in SIDE_EFFECT_CODES else None
+    branch = [real(filename), row] if finding.code in BRANCH_CODES \
+        and source.branch_arms(real(filename), row) is not None else None
+    if name is None and line is None and branch is None:
         return None
-
-    @property
-    def failed(self) -> bool:
-        return (self.start_error is not None or self.timed_out or self.signal is not None
-                or self.returncode not in (0, None))
-
-    def report_failure(self, timeout: float | None) -> None:
-        """On stderr: how the command failed, the tail of its stderr, a timeout."""
-        if self.failed:
-            print(f"ckptlint: {self.describe()}", file=sys.stderr)
-            if self.stderr_tail:
-                print("ckptlint: last lines of its stderr:\n" + self.stderr_tail,
-                      file=sys.stderr)
-        if timeout is not None and self.timed_out:
-            print(f"ckptlint: stopped after --timeout {timeout:g} s", file=sys.stderr)
-
-    def describe(self) -> str:
-        if self.start_error:
-            return f"the command could not start ({self.start_error})"
-        if self.timed_out:
-            return "the command was stopped at the time limit"
-        if self.signal is not None:
-            return f"the command was stopped: ckptlint received {signal_name(self.signal)}"
-        if self.returncode not in (0, None):
-            return f"the command exited with status {self.returncode}"
-        return "the command finished"
+    targets = []
+    if finding.target is not None:
+        targets.append([real(finding.target.filename), finding.target.row])
+    owner = finding.data.get("owner")
+    cls = owner if name is not None and name.startswith("self.") and isinstance(owner, str) \
+        else None
+    return {"id": index, "expr": name, "line": line, "branch": branch, "file": real(filename),
+            "cls": cls, "targets": targets,
+            "site": [real(finding.site.filename), finding.site.row] if finding.site else None}
 
 
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+def _resolved_functions(findings: Sequence[Finding], sites: Iterable) -> list[tuple[str, int, str]]:
+    out: list[tuple[str, int, str]] = []
+    targets = [t for record in sites for t in record.targets]
+    targets += [f.target for f in findings if f.target is not None]
+    for target in targets:
+        item = (real(target.filename), target.row, target.qualname)
+        if item not in out:
+            out.append(item)
+    return out
 
+
+# --------------------------------------------------------------------------- wording
 
 def _short(path: str) -> str:
     try:
@@ -336,7 +139,7 @@ def _short(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def _where(key: Key | tuple | None) -> str:
+def place_text(key: Key | tuple | None) -> str:
     if not key:
         return "an unknown site"
     return f"{_short(key[0])}:{key[1]}"
@@ -344,6 +147,54 @@ def _where(key: Key | tuple | None) -> str:
 
 def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
+
+
+def _label(call: CallObs) -> str:
+    """`Block.forward() (model.layers.3) at train.py:40 on rank 1 of 2`."""
+    text = f"{call.qualname}()"
+    if call.module:
+        text += f" ({call.module})"
+    text += f" at {place_text(call.site_key)}"
+    if call.rank and call.rank[1] > 1:
+        text += f" on rank {call.rank[0]} of {call.rank[1]}"
+    return text
+
+
+def _modules_and_ranks(calls: Iterable[CallObs]) -> str:
+    """` (blocks.0, blocks.1; ranks 0, 1 of 2)`: which modules and ranks the calls ran in."""
+    calls = list(calls)
+    modules = sorted({c.module for c in calls if c.module})
+    ranks = sorted({c.rank for c in calls if c.rank and c.rank[1] > 1})
+    parts = []
+    if modules:
+        parts.append(", ".join(modules[:3]) + (f" and {len(modules) - 3} more"
+                                                if len(modules) > 3 else ""))
+    if ranks:
+        parts.append(ranks_text(ranks))
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def ranks_text(ranks: Sequence[tuple[int, int]]) -> str:
+    """`rank 1 of 2`, `ranks 0, 1 of 2` (sorted [rank, world size] pairs)."""
+    worlds = {world for _, world in ranks}
+    of = f" of {worlds.pop()}" if len(worlds) == 1 else ""
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(str(r) for r, _ in ranks)}{of}"
+
+
+def _phase_name(cmp: dict[str, Any]) -> str:
+    return "immediate rerun (--replay-now)" if cmp.get("phase") == "replay_now" else "replay"
+
+
+# --------------------------------------------------------------------------- evidence
+
+@dataclass
+class Said:
+    """What one piece of evidence says about a finding: `confirms` True (it happened), False
+    (it did not, or not because of this finding) or None (no bearing); `text` says why."""
+
+    confirms: bool | None
+    text: str
+    again: bool = False      # state: it changed again during the replay
 
 
 class Judge:
@@ -356,7 +207,8 @@ class Judge:
         self.sites = list(sites)
         self.plan = plan or build_plan(self.findings, self.sites)
         self.spec_by_finding = {id(self.findings[s["id"]]): s for s in self.plan.get("specs", [])
-                                if 0 <= s["id"] < len(self.findings)}
+                                if isinstance(s["id"], int) and 0 <= s["id"] < len(self.findings)}
+        self.written_specs = [s for s in self.plan.get("specs", []) if s.get("written")]
         # The static sites, and the site and target of every finding (a --findings run has
         # no site records): what calls are matched to.
         self.index = SiteIndex.of_records(self.sites)
@@ -366,7 +218,9 @@ class Judge:
         self.known_sites: set[Key] = set(self.index.by_key)
         self.reached = self.index.reached(c.site for c in self.obs.calls.values())
         self._sites_of_call: dict[tuple, set[Key]] = {}
-        self.explained: set[tuple[int, int]] = set()
+        # call key -> what the findings confirmed at that call account for: "divergence",
+        # "rng:<stream>", "state:<expression>".
+        self.explained: dict[tuple, set[str]] = {}
 
     # -- matching
     def sites_of(self, call: CallObs) -> set[Key]:
@@ -393,50 +247,65 @@ class Judge:
         site_keys = self.finding_keys(finding)
         return [c for c in self.obs.calls.values() if self.sites_of(c) & site_keys], site_keys
 
+    def _explain(self, calls: Iterable[CallObs], *what: str) -> None:
+        for call in calls:
+            self.explained.setdefault(call.key, set()).update(what)
+
     # -- one finding
     def judge(self, finding: Finding) -> Finding:
         if finding.code in STATIC_ONLY:
             return finding.with_verdict("static-only", "this rule has no runtime check")
+        if not self.obs.attached and not self.run.start_error:
+            return finding.with_verdict("error", NEVER_ATTACHED)
+        if finding.code == "CKP104":
+            return self._enable_call(finding)
         calls, site_keys = self.matched_calls(finding)
-        if not calls and finding.code == "CKP104":
-            # transformers layers call checkpoint from library code: join through them.
-            marker = os.sep + "transformers" + os.sep
-            calls = [c for c in self.obs.calls.values()
-                     if any(marker in t[0] for t in c.targets)]
+        compiled = self._ran_compiled(finding)
         if not calls:
+            if compiled is not None:
+                at = f" (at {place_text(compiled.site)})" if compiled.site else ""
+                return finding.with_verdict("error", f"not watched: {compiled.reason}{at}")
             crashed = self._reentrant_crash(finding)
             if crashed is not None:
                 return crashed
             return self._no_calls(finding, site_keys)
         if finding.code in REENTRANT_CODES:
             return self._reentrant(finding, calls)
-        for call in calls:
-            self.explained.add(call.key)
         return self._replay(finding, calls, site_keys)
 
+    def _ran_compiled(self, finding: Finding) -> NotWatched | None:
+        """A compiled checkpoint whose traced source holds this finding's line or site."""
+        filename, row = hazard_place(finding)
+        places = {(real(filename), row)}
+        if finding.site is not None:
+            places.add((real(finding.site.filename), finding.site.row))
+        for entry in self.obs.not_watched:
+            if entry.lines & places:
+                return entry
+        return None
+
     def _no_calls(self, finding: Finding, site_keys: set[Key]) -> Finding:
-        reasons = [reason for _, reason in self.obs.not_watched]
-        if reasons:
-            where = next((s for s, _ in self.obs.not_watched if s), None)
-            at = f" (at {_where(where)})" if where else ""
-            return finding.with_verdict("error", f"not watched: {reasons[0]}{at}")
         if self.obs.errors:
             mode = "reentrant" if finding.code in REENTRANT_CODES else None
             reason = (self.obs.errors.get(mode) if mode else None) or \
                 self.obs.errors.get("all") or next(iter(self.obs.errors.values()))
             return finding.with_verdict("error", f"not watched: {reason}")
-        where = _where(next(iter(site_keys), None))
+        where = place_text(next(iter(site_keys), None))
         if self.run.start_error:
             return finding.with_verdict("unexercised", f"{self.run.describe()}; "
                                                        f"{where} never ran")
         if not self.obs.started:
             tail = f"; {self.run.describe()}" if self.run.failed else ""
             return finding.with_verdict(
-                "unexercised", f"no watched process imported torch{tail} (`python -I`/`-S` or "
-                               "a replaced PYTHONPATH would also skip the watcher)")
+                "unexercised", f"the watcher attached, but no watched process imported "
+                               f"torch{tail}")
         suffix = f" ({self.run.describe()})" if self.run.failed else ""
-        return finding.with_verdict("unexercised",
-                                    f"the checkpoint at {where} was never called{suffix}")
+        compiled = ""
+        if self.obs.compile_sites:
+            compiled = (f"; torch.compile was used at {place_text(self.obs.compile_sites[0])}, and "
+                        "a checkpoint that ran only inside compiled code may not be seen")
+        return finding.with_verdict(
+            "unexercised", f"the checkpoint at {where} was never called{suffix}{compiled}")
 
     def _reentrant_crash(self, finding: Finding) -> Finding | None:
         """CKP103: reentrant checkpoint rejected the call (kwargs, context_fn, debug)."""
@@ -447,15 +316,14 @@ class Judge:
         if error and ("Unexpected keyword arguments" in error or "only supported when "
                       "use_reentrant=False" in error or "use_reentrant=True" in error):
             return finding.with_verdict(
-                "confirmed", f"the reentrant checkpoint at {_where(key)} raised {error}")
+                "confirmed", f"the reentrant checkpoint at {place_text(key)} raised {error}")
         return None
 
     def _reentrant(self, finding: Finding, calls: list[CallObs]) -> Finding:
         reentrant = [c for c in calls if c.mode == "reentrant"]
         if reentrant:
-            where = _where(reentrant[0].site_key)
-            text = (f"{reentrant[0].qualname}() at {where} ran in reentrant mode "
-                    f"(CheckpointFunction) {_times(count(reentrant))}")
+            text = (f"{_label(reentrant[0])} ran in reentrant mode (CheckpointFunction) "
+                    f"{_times(count(reentrant))}")
             damage = [c for c in reentrant if not c.inputs_require_grad and c.grad]
             if count(damage):
                 params = damage[0].params
@@ -469,29 +337,145 @@ class Judge:
             return finding.with_verdict("confirmed", text)
         if any(c.replayed for c in calls):
             return finding.with_verdict(
-                "cleared", f"{calls[0].qualname}() at {_where(calls[0].site_key)} ran "
-                           f"non-reentrant {_times(count(calls))}")
+                "cleared", f"{_label(calls[0])} ran non-reentrant {_times(count(calls))}")
         return finding.with_verdict(
-            "unexercised", f"{calls[0].qualname}() ran {_times(count(calls))} in non-reentrant "
+            "unexercised", f"{_label(calls[0])} ran {_times(count(calls))} in non-reentrant "
                            "mode but never replayed")
 
-    def _state_text(self, finding: Finding, calls: list[CallObs]) -> tuple[str | None, bool, bool]:
-        """(evidence about the named state, changed between passes, changed again in replay)."""
+    def _enable_call(self, finding: Finding) -> Finding:
+        """CKP104: the checkpoint calls of the model whose enable call at this line ran."""
+        place = (real(finding.filename), finding.start.row)
+        enables = [e for e in self.obs.enables if e["site"] and (real(e["site"][0]),
+                                                                   e["site"][1]) == place]
+        if not enables and finding.data.get("enabled_by") == "gradient_checkpointing":
+            enables = [e for e in self.obs.enables if e.get("from_library")]   # Trainer
+        if not enables:
+            others = sorted({place_text(e["site"]) for e in self.obs.enables if e["site"]})
+            text = f"the enable call at {place_text(place)} never ran"
+            if others:
+                text += f" (enable calls that ran: {', '.join(others)})"
+            return finding.with_verdict("unexercised", text)
+        sites = {tuple(e["site"][:2]) for e in enables}
+        calls = [c for c in self.obs.calls.values()
+                 if c.enabled_at and tuple(c.enabled_at[:2]) in sites]
+        if not calls:
+            return finding.with_verdict(
+                "unexercised", f"the enable call at {place_text(place)} ran, but no checkpoint "
+                               "call of its model followed")
+        return self._reentrant(finding, calls)
+
+    # -- replay-judged findings
+    def _replay(self, finding: Finding, calls: list[CallObs], site_keys: set[Key]) -> Finding:
+        compared = [c for c in calls if c.replayed]
+        if finding.code in SIDE_EFFECT_CODES:
+            judged = self._side_effect(finding, calls, compared)
+            if judged is not None:
+                return judged
+        if not compared:
+            return self._never_replayed(finding, calls)
+        diverged = [(c, cmp) for c in compared for cmp in c.compares if cmp.get("matters")]
+        n_diverged = sum(c.diverged_count for c in compared)
+        n_compares = sum(c.compare_count for c in compared)
+        state = self._state(finding, calls)
+        draws = self._draws(finding, compared)
+        if draws.confirms:
+            self._explain(compared, f"rng:{STREAM_OF_DRAW[finding.data['draw']]}", "divergence")
+            text = draws.text
+            if diverged:
+                call, cmp = diverged[0]
+                text += f"; {_phase_name(cmp)} of {_label(call)} {cmp['text']}"
+            return finding.with_verdict("confirmed", text)
+        if not diverged:
+            return self._matched(finding, compared, site_keys, n_compares, state, draws)
+        call, cmp = diverged[0]
+        head = f"{_phase_name(cmp)} of {_label(call)} {cmp['text']}"
+        if finding.code in DEVICE_CODES and call.devices:
+            head += f" (devices touched: {', '.join(sorted(call.devices))})"
+        tally = f" ({n_diverged} of {n_compares} replays diverged)" \
+            if n_diverged > 1 or n_compares > 1 else ""
+        said = self._why(finding, compared, cmp, state)
+        diverging = [c for c, _ in diverged]
+        if said.confirms is False:
+            return finding.with_verdict("cleared", f"{head}{tally}, but {said.text}")
+        self._explain(diverging, "divergence")
+        if state.confirms and state.text:
+            self._explain(diverging, f"state:{self.spec_by_finding[id(finding)]['expr']}")
+        text = head + (f": {said.text}" if said.text else "") + tally
+        return finding.with_verdict("confirmed", text)
+
+    def _why(self, finding: Finding, compared: list[CallObs], cmp: dict[str, Any],
+             state: Said) -> Said:
+        """Whether the first divergence is this finding's doing, from evidence about it."""
+        branch = self._branch(finding, compared)
+        if branch.confirms:
+            return Said(True, f"{state.text}; {branch.text}") if state.confirms else branch
+        order = self._order(finding, cmp)
+        if order.confirms is False and order.text.startswith("it diverged before"):
+            return order
+        if state.confirms is not None:
+            return state
+        if branch.confirms is False:
+            return branch
+        return order
+
+    def _matched(self, finding: Finding, compared: list[CallObs], site_keys: set[Key],
+                 n_compares: int, state: Said, draws: Said) -> Finding:
+        missing = []
+        if not any(c.site_key not in self.known_sites for c in compared):
+            seen = {c.site_key for c in compared}
+            missing = sorted(k for k in site_keys if k not in seen)
+        sites_seen = sorted({c.site_key for c in compared if c.site_key}, key=str)
+        where = ", ".join(place_text(k) for k in sites_seen) or "the site"
+        if missing:
+            return finding.with_verdict(
+                "unexercised", f"replay matched the forward {_times(n_compares)} at {where}, "
+                               f"but {place_text(missing[0])} never ran a replay")
+        notes = [state.text] if state.text else []
+        if finding.code in DEVICE_CODES:
+            devices = sorted({d for c in compared for d in c.devices})
+            if devices:
+                notes.append(f"devices touched: {', '.join(devices)}")
+        branch = self._branch(finding, compared)
+        if branch.text:
+            notes.append(branch.text)
+        if draws.text:
+            notes.append(draws.text)
+        minor = next((cmp for c in compared for cmp in c.compares if not cmp.get("match")), None)
+        if minor is not None:
+            notes.append(f"{minor['text']}, which feeds nothing saved")
+        text = f"replay matched the forward {_times(n_compares)} at {where}{_modules_and_ranks(compared)}"
+        return finding.with_verdict("cleared", "; ".join([text, *notes]))
+
+    def _never_replayed(self, finding: Finding, calls: list[CallObs]) -> Finding:
+        call = calls[0]
+        forwards = sum(c.passes.get("forward", 0) for c in calls) or count(calls)
+        no_grad = all(not c.grad for c in calls)
+        text = (f"{_label(call)} ran forward {_times(forwards)} but never replayed ("
+                + ("under no_grad" if no_grad else "no backward"))
+        text += "; run with --replay-now to replay right away)" if not any(
+            c.passes.get("replay_now") for c in calls) else ")"
+        return finding.with_verdict("unexercised", text)
+
+    # -- evidence about one finding
+    def _state(self, finding: Finding, calls: list[CallObs]) -> Said:
+        """The state the finding names: changed between the forward and the replay, or again
+        during the replay (confirms); did not change (no); could not be read (no bearing)."""
         spec = self.spec_by_finding.get(id(finding))
-        if spec is None:
-            return None, False, False
+        if spec is None or spec.get("expr") is None:
+            return Said(None, "")
         sid, name = str(spec["id"]), spec["expr"]
         between = again = None
         forward_changed = None
-        unreadable = True
+        readable = seen = False
         for call in calls:
             last_forward = None
             for phase, state in call.states:
                 pair = state.get(sid)
                 if not pair:
                     continue
+                seen = True
                 if pair[0] != "<unreadable>" or pair[1] != "<unreadable>":
-                    unreadable = False
+                    readable = True
                 if phase == "forward":
                     last_forward = pair
                     if pair[0] != pair[1] and forward_changed is None:
@@ -501,21 +485,121 @@ class Judge:
                         between = (last_forward[1], pair[0])
                     if pair[0] != pair[1] and forward_changed is not None and again is None:
                         again = (forward_changed, pair)
-        if unreadable and not any(sid in st for c in calls for _, st in c.states):
-            return None, False, False
-        if unreadable:
-            return f"`{name}` could not be read", False, False
+        if not seen:
+            return Said(None, "")
+        if not readable:
+            return Said(None, f"`{name}` could not be read")
         if again is not None:
             (f0, f1), (r0, r1) = again
-            return (f"`{name}` changed in the forward ({f0} → {f1}) and again in the replay "
-                    f"({r0} → {r1})"), between is not None, True
+            return Said(True, f"`{name}` changed in the forward ({f0} → {f1}) and again in the "
+                              f"replay ({r0} → {r1})", again=True)
         if between is not None:
-            return (f"`{name}` changed between forward and backward ({between[0]} → "
-                    f"{between[1]})"), True, False
+            return Said(True, f"`{name}` changed between forward and backward ({between[0]} → "
+                              f"{between[1]})")
         if forward_changed is not None:
-            return (f"`{name}` changed in the forward ({forward_changed[0]} → "
-                    f"{forward_changed[1]}) but not in the replay"), False, False
-        return f"`{name}` did not change between forward and replay", False, False
+            return Said(False, f"`{name}` changed in the forward ({forward_changed[0]} → "
+                               f"{forward_changed[1]}) but not in the replay")
+        return Said(False, f"`{name}` did not change between forward and replay")
+
+    def _branch(self, finding: Finding, compared: list[CallObs]) -> Said:
+        """Which way the branch went in the forward and in the replay (line events)."""
+        spec = self.spec_by_finding.get(id(finding))
+        if spec is None or not spec.get("branch"):
+            return Said(None, "")
+        filename, row = spec["branch"]
+        arms = source.branch_arms(filename, row)
+        if arms is None:
+            return Said(None, "")
+        sid = str(spec["id"])
+        same = ran = False
+        for call in compared:
+            forward = next((a.get(sid) for p, a in call.arms if p == "forward"), None) or []
+            for phase, seen in call.arms:
+                went = seen.get(sid) if phase != "forward" else None
+                if not went:
+                    continue
+                ran = True
+                for step, (before, now) in enumerate(zip(forward, went)):
+                    if before != now:
+                        which = f" (pass {step + 1} through it)" if step else ""
+                        return Said(True, f"the `{arms.kind}` at line {row} went to line {before} "
+                                          f"({_arm(arms, before)}) in the forward and to line "
+                                          f"{now} ({_arm(arms, now)}) in the replay{which}")
+                same = same or bool(forward)
+        if same:
+            return Said(False, f"the `{arms.kind}` at line {row} went the same way in the "
+                               "forward and the replay")
+        if not ran:
+            return Said(None, f"line {row} did not run in the replay")
+        return Said(None, "")
+
+    def _draws(self, finding: Finding, compared: list[CallObs]) -> Said:
+        """CKP303 on Python's or NumPy's global stream: whether the replay drew from it."""
+        stream = STREAM_OF_DRAW.get(finding.data.get("draw", "")) if finding.code == "CKP303" \
+            else None
+        if stream is None:
+            return Said(None, "")
+        drew = sum(c.replays_that_drew(stream) for c in compared)
+        replays = sum(c.replays for c in compared)
+        name = STREAM_NAMES[stream]
+        if drew:
+            of = f" ({drew} of {replays} replays)" if replays > 1 else ""
+            return Said(True, f"the replay of {_label(compared[0])} drew from {name} again{of}: "
+                              "it gets other numbers than the forward did, and leaves the stream "
+                              "further on than an uncheckpointed run")
+        return Said(False, f"no replay drew from {name}")
+
+    def _order(self, finding: Finding, cmp: dict[str, Any]) -> Said:
+        """Whether the first difference came from the finding's line (or a line using what
+        it computed), came before it ran, or came from elsewhere."""
+        at = [(real(f), r) for f, r in cmp.get("at") or ()]
+        if not at:
+            return Said(None, "")
+        filename, row = hazard_place(finding)
+        filename = real(filename)
+        rows = source.dependent_rows(filename, row)
+        extra = finding.data.get("rng_at")
+        if isinstance(extra, dict) and type(extra.get("row")) is int:
+            rows = rows | source.dependent_rows(filename, extra["row"])
+        for place in at:
+            if place[0] == filename and place[1] in rows:
+                line = "" if place[1] == row else f" (line {place[1]} uses what line {row} computed)"
+                return Said(True, f"the first difference came from line {row}{line}")
+        span = source.function_span(filename, row)
+        for place in at:
+            if place[0] == filename and span and span[0] <= place[1] <= span[1]:
+                loop = source.loop_span(filename, row)
+                if place[1] < row and not (loop and loop[0] <= place[1] <= loop[1]):
+                    return Said(False, f"it diverged before line {row} (at {place_text(place)}), so "
+                                       "not because of this line")
+                return Said(False, f"the first difference came from {place_text(place)}, not from "
+                                   f"line {row}")
+        if source.escapes(filename, row):
+            return Said(None, "")       # what the line computed leaves its function
+        return Said(False, f"the first difference came from {place_text(at[0])}, not from line {row}")
+
+    def _side_effect(self, finding: Finding, calls: list[CallObs],
+                     compared: list[CallObs]) -> Finding | None:
+        """CKP401: the line ran again in the replay, or the state changed again there."""
+        line_text, line_hint = self._line_text(finding, calls)
+        state = self._state(finding, calls)
+        again = state.again
+        expression = (self.spec_by_finding.get(id(finding)) or {}).get("expr")
+        call = compared[0] if compared else calls[0]
+        if line_hint == "confirmed" or (line_hint is None and again):
+            if expression:
+                self._explain(compared, f"state:{expression}")
+            text = f"replay of {_label(call)}: {line_text or state.text}"
+            if line_text and again:
+                text += f"; {state.text}"
+            return finding.with_verdict("confirmed", text)
+        if line_hint == "cleared":
+            n_compares = sum(c.compare_count for c in compared)
+            text = f"{_label(call)}: {line_text}"
+            if any(c.early_stops for c in compared) and "forward (" in (line_text or ""):
+                text += " (early stop ended the replay before it)"
+            return finding.with_verdict("cleared", f"{text}; replay compared {_times(n_compares)}")
+        return None
 
     def _line_text(self, finding: Finding, calls: list[CallObs]) -> tuple[str | None, str | None]:
         """(evidence, "confirmed"/"cleared") from how often the finding's line ran per pass."""
@@ -546,115 +630,75 @@ class Judge:
                 "cleared"
         return f"line {row} did not run in any watched pass", "cleared"
 
-    def _replay(self, finding: Finding, calls: list[CallObs], site_keys: set[Key]) -> Finding:
-        compared = [c for c in calls if c.replayed]
-        state_text, _, again = self._state_text(finding, calls)
-        diverged = [(c, cmp) for c in compared for cmp in c.compares if cmp.get("matters")]
-        n_diverged = sum(c.diverged_count for c in compared)
-        n_compares = sum(c.compare_count for c in compared)
-        line_text, line_hint = self._line_text(finding, calls) \
-            if finding.code in SIDE_EFFECT_CODES else (None, None)
-        if line_hint is not None:
-            call = compared[0] if compared else calls[0]
-            where = f"{call.qualname}() at {_where(call.site_key)}"
-            if line_hint == "confirmed":
-                text = f"replay of {where}: {line_text}"
-                if again and state_text:
-                    text += f"; {state_text}"
-                return finding.with_verdict("confirmed", text)
-            text = f"{where}: {line_text}"
-            if any(c.early_stops for c in compared) and "forward (" in line_text:
-                text += " (early stop ended the replay before it)"
-            return finding.with_verdict("cleared", f"{text}; replay compared {_times(n_compares)}")
-        if finding.code in SIDE_EFFECT_CODES and again:
-            call = compared[0] if compared else calls[0]
-            return finding.with_verdict(
-                "confirmed", f"replay of {call.qualname}() at {_where(call.site_key)}: "
-                             f"{state_text}")
-        if diverged:
-            call, cmp = diverged[0]
-            text = f"{_phase_name(cmp)} of {call.qualname}() at {_where(call.site_key)} {cmp['text']}"
-            if finding.code in DEVICE_CODES and call.devices:
-                text += f" (devices touched: {', '.join(sorted(call.devices))})"
-            if state_text:
-                text += f": {state_text}"
-            if n_diverged > 1 or n_compares > 1:
-                text += f" ({n_diverged} of {n_compares} replays diverged)"
-            return finding.with_verdict("confirmed", text)
-        if not compared:
-            call = calls[0]
-            forwards = sum(c.passes.get("forward", 0) for c in calls) or count(calls)
-            no_grad = all(not c.grad for c in calls)
-            text = (f"{call.qualname}() at {_where(call.site_key)} ran forward "
-                    f"{_times(forwards)} but never replayed ("
-                    + ("under no_grad" if no_grad else "no backward"))
-            text += "; run with --replay-now to replay right away)" if not any(
-                c.passes.get("replay_now") for c in calls) else ")"
-            return finding.with_verdict("unexercised", text)
-        missing = []
-        if not any(c.site_key not in self.known_sites for c in compared):
-            seen = {c.site_key for c in compared}
-            missing = sorted(k for k in site_keys if k not in seen)
-        sites_seen = sorted({c.site_key for c in compared if c.site_key}, key=str)
-        where = ", ".join(_where(k) for k in sites_seen) or "the site"
-        minor = next((cmp for c in compared for cmp in c.compares if not cmp.get("match")), None)
-        if finding.code in DEVICE_CODES:
-            devices = sorted({d for c in compared for d in c.devices})
-            if devices:
-                state_text = (state_text + "; " if state_text else "") + \
-                    f"devices touched: {', '.join(devices)}"
-        if missing:
-            return finding.with_verdict(
-                "unexercised", f"replay matched the forward {_times(n_compares)} at {where}, "
-                               f"but {_where(missing[0])} never ran a replay")
-        text = f"replay matched the forward {_times(n_compares)} at {where}"
-        if finding.code in SIDE_EFFECT_CODES and state_text:
-            text = f"{text}; {state_text}"
-            if any(c.early_stops for c in compared):
-                text += " (early stop ended the replay before it)"
-        elif state_text:
-            text += f"; {state_text}"
-        if minor is not None:
-            text += f"; {minor['text']}, which feeds nothing saved"
-        return finding.with_verdict("cleared", text)
-
     # -- CKP501
-    def divergences_without_finding(self, enabled: bool = True) -> list[Finding]:
+    def beyond_findings(self, enabled: bool = True) -> list[Finding]:
+        """CKP501 per (site, function): what its replays did that no confirmed finding
+        accounts for (a divergence, a random draw, state written again)."""
         if not enabled:
             return []
-        groups: dict[tuple, list[CallObs]] = {}
+        groups: dict[tuple, list[tuple[CallObs, str]]] = {}
         for call in self.obs.calls.values():
-            if call.key not in self.explained and any(c.get("matters") for c in call.compares):
-                groups.setdefault((call.site, tuple(call.targets[:1])), []).append(call)
+            for text in self._unexplained(call):
+                groups.setdefault((call.site, tuple(call.targets[:1])), []).append((call, text))
         out = []
-        for (site, targets), diverging in groups.items():
-            call = diverging[0]
-            cmp = next(c for c in call.compares if c.get("matters"))
-            n_diverged = sum(c.diverged_count for c in diverging)
-            total = sum(c.compare_count for c in self.obs.calls.values()
-                        if (c.site, tuple(c.targets[:1])) == (site, targets))
+        for (site, targets), found in groups.items():
+            call = found[0][0]
+            texts = list(dict.fromkeys(text for _, text in found))
             filename = _short(site[0]) if site else (_short(targets[0][0]) if targets else "?")
             row, column = (site[1], site[2]) if site else ((targets[0][1], 1) if targets else (1, 1))
             target = TargetRef(_short(targets[0][0]), targets[0][1], targets[0][2]) if targets else None
-            evidence = f"{_phase_name(cmp)} of {call.qualname}() at {filename}:{row} {cmp['text']}"
-            if total > 1:
-                evidence += f" ({n_diverged} of {total} replays diverged)"
             data = {"function": call.qualname}
             out.append(Finding(
                 code="CKP501", message=render(DIVERGENCE_MESSAGE, data),
                 filename=filename, start=Position(row, column), end=Position(row, column),
                 site=SiteRef(filename, row, column), chain=(), target=target, data=data,
-                verdict="confirmed", evidence=evidence))
+                verdict="confirmed", evidence="; ".join(texts)))
         return out
+
+    def _unexplained(self, call: CallObs) -> list[str]:
+        explained = self.explained.get(call.key, set())
+        texts = []
+        cmp = next((c for c in call.compares if c.get("matters")), None)
+        if cmp is not None and "divergence" not in explained:
+            same = [c for c in self.obs.calls.values()
+                    if (c.site, c.targets[:1]) == (call.site, call.targets[:1])]
+            total = sum(c.compare_count for c in same)
+            diverged = sum(c.diverged_count for c in same)
+            text = f"{_phase_name(cmp)} of {_label(call)} {cmp['text']}"
+            if cmp.get("at"):
+                text += f" (first difference at {place_text(cmp['at'][0])})"
+            if total > 1:
+                text += f" ({diverged} of {total} replays diverged)"
+            texts.append(text)
+        for stream, name in STREAM_NAMES.items():
+            if call.replays_that_drew(stream) and f"rng:{stream}" not in explained:
+                texts.append(f"the replay of {_label(call)} drew from {name} again: an "
+                             "uncheckpointed run draws once, so the program's numbers differ "
+                             "from the next draw on")
+        for spec in self.written_specs:
+            changed = _changed_in_replay(call, str(spec["id"]))
+            if changed and f"state:{spec['expr']}" not in explained:
+                texts.append(f"the replay of {_label(call)} changed `{spec['expr']}` again "
+                             f"({changed[0]} → {changed[1]}), as the forward already had")
+        return texts
+
+
+def _arm(arms: source.Arms, row: int) -> str:
+    return {"body": "its body", "else": "its else branch",
+            "past": "past it" if arms.kind == "if" else "out of the loop"}[arms.way(row)]
+
+
+def _changed_in_replay(call: CallObs, sid: str) -> tuple[str, str] | None:
+    for phase, state in call.states:
+        pair = state.get(sid)
+        if phase != "forward" and pair and pair[0] != pair[1] and "<unreadable>" not in pair:
+            return pair[0], pair[1]
+    return None
 
 
 # CKP501's wording (findings made here, from observations).
 DIVERGENCE_MESSAGE = ("replay of `{function}` diverged from its forward and no static finding "
                       "explains it")
-
-
-def _phase_name(cmp: dict[str, Any]) -> str:
-    return "immediate rerun (--replay-now)" if cmp.get("phase") == "replay_now" else "replay"
 
 
 def judge_all(findings: Sequence[Finding], observations: Observations, sites: Iterable = (),
@@ -663,14 +707,19 @@ def judge_all(findings: Sequence[Finding], observations: Observations, sites: It
     """Every finding with a verdict, plus CKP501 findings, sorted like static output."""
     judge = Judge(findings, observations, sites, run, plan)
     judged = [judge.judge(f) for f in findings]
-    judged += judge.divergences_without_finding(ckp501)
+    judged += judge.beyond_findings(ckp501)
     judged.sort(key=lambda f: f.sort_key)
     return judged
 
 
-def exit_status(findings: Sequence[Finding], run: RunInfo) -> int:
+def exit_status(findings: Sequence[Finding], run: RunInfo,
+                observations: Observations | None = None) -> int:
+    """1 if anything is confirmed; else 2 if the command could not start or failed, or the
+    watcher never attached in any process; else 0."""
     if any(f.verdict == "confirmed" for f in findings):
         return 1
     if run.failed:
+        return 2
+    if observations is not None and not observations.attached:
         return 2
     return 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from dynhelp import SCENARIOS, Runs
+from dynhelp import OPTIONAL, SCENARIOS, Runs
 
 
 @pytest.fixture(scope="session")
 def runs(selected_scenarios):
-    runs = Runs(name for name in SCENARIOS if name in selected_scenarios)
+    runs = Runs(name for name in (*SCENARIOS, *OPTIONAL) if name in selected_scenarios)
     yield runs
     runs.pool.shutdown(wait=True, cancel_futures=True)

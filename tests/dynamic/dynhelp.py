@@ -15,13 +15,14 @@ the first test that reads one.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,10 @@ def finding_data(code: str, script: str, name: str | None, target: TargetRef | N
     return {
         "CKP101": {"api": "torch.utils.checkpoint.checkpoint", "mode": "reentrant",
                    "decided_by": "use_reentrant"},
+        "CKP104": {"api": "transformers.PreTrainedModel.gradient_checkpointing_enable",
+                   "mode": "reentrant", "versions": ">=4.35,<5.0.0", "version": "4.46.0",
+                   "version_source": "config", "enabled_by": "gradient_checkpointing_enable"},
+        "CKP202": {"source": "os.getpid", "kind": "process-id"},
         "CKP203": {"expression": "h.sum() > 1.5", "branch": "if"},
         "CKP301": {"device": "DEVICE", "draws_random": False},
         "CKP302": {"rng": "self.drop", "draw": "module", "built": "nn.Dropout(0.5)",
@@ -131,7 +136,8 @@ def env_with_root(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_dynamic(script: str, args: tuple[str, ...] = (), options: tuple[str, ...] = (),
                 findings: list[Finding] | None = None, env: dict[str, str] | None = None,
-                timeout: float = 240) -> Result:
+                timeout: float = 240, launcher: tuple[str, ...] = ()) -> Result:
+    """`ckptlint dynamic ... -- python [LAUNCHER...] SCRIPT ARGS...` in the scripts folder."""
     import time
     with tempfile.TemporaryDirectory(prefix="ckpt-test-") as tmp:
         fjson = os.path.join(tmp, "findings.json")
@@ -140,7 +146,7 @@ def run_dynamic(script: str, args: tuple[str, ...] = (), options: tuple[str, ...
         with open(fjson, "w") as handle:
             json.dump([f.to_json() for f in found], handle)
         cmd = [PY, "-m", "ckptlint", "dynamic", "--format", "json", "--findings", fjson,
-               *options, "--", PY, script, *args]
+               *options, "--", PY, *launcher, script, *args]
         start = time.monotonic()
         proc = subprocess.run(cmd, cwd=SCRIPTS, env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
                               capture_output=True, text=True, timeout=timeout)
@@ -186,7 +192,41 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "timeout": ("sleeper.py", (), ("--timeout", "60", "--progress-every", "2")),
     "forked_workers": ("forked_workers.py", (), ()),
     "late_divergence": ("many_calls.py", ("200", "150"), ()),
+    "two_findings": ("two_findings.py", (), ()),
 }
+
+
+def has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def torch_has(module: str, name: str) -> bool:
+    """Feature detection in a child (this process does not import torch for it)."""
+    code = f"import {module} as m, sys; sys.exit(0 if hasattr(m, {name!r}) else 1)"
+    return subprocess.run([PY, "-c", code], capture_output=True).returncode == 0
+
+
+# Scenarios that need what this torch (or an optional package) may lack; the tests using
+# them skip with the reason when it does.
+OPTIONAL: dict[str, tuple[str, tuple[str, tuple[str, ...], tuple[str, ...]]]] = {
+    "selective_harmless": ("torch.utils.checkpoint:create_selective_checkpoint_contexts",
+                           ("selective.py", ("harmless",), ())),
+    "selective_harmful": ("torch.utils.checkpoint:create_selective_checkpoint_contexts",
+                          ("selective.py", (), ())),
+    "fsdp_single_harmless": ("torch.distributed.fsdp:fully_shard",
+                             ("fsdp_single.py", ("harmless",), ())),
+    "fsdp_single_harmful": ("torch.distributed.fsdp:fully_shard", ("fsdp_single.py", (), ())),
+    "hf_enable": ("transformers", ("hf_enable.py", (), ())),
+}
+
+
+def available(requirement: str) -> bool:
+    if ":" in requirement:
+        return torch_has(*requirement.split(":"))
+    return has_module(requirement)
 
 
 class Runs:
@@ -194,9 +234,25 @@ class Runs:
 
     def __init__(self, names):
         self.pool = ThreadPoolExecutor(max_workers=3)
-        self.futures = {name: self.pool.submit(run_dynamic, *SCENARIOS[name]) for name in names}
+        self.futures: dict[str, Future] = {}
+        self.missing: dict[str, str] = {}
+        checked: dict[str, bool] = {}
+        for name in names:
+            if name in OPTIONAL:
+                requirement, spec = OPTIONAL[name]
+                if requirement not in checked:
+                    checked[requirement] = available(requirement)
+                if not checked[requirement]:
+                    self.missing[name] = f"needs {requirement.replace(':', '.')}, which is missing here"
+                    continue
+            else:
+                spec = SCENARIOS[name]
+            self.futures[name] = self.pool.submit(run_dynamic, *spec)
 
     def __getitem__(self, name: str) -> Result:
+        if name in self.missing:
+            import pytest
+            pytest.skip(self.missing[name])
         if name not in self.futures:
             raise KeyError(f"scenario {name!r} was not started: declare it on the test with "
                            f"@pytest.mark.scenarios({name!r})")

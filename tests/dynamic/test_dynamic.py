@@ -199,7 +199,8 @@ def test_replay_now_with_grad_catches_foreign_rng_before_backward(runs):
     r = runs["data_branch_replay_now"]
     f = r.one("CKP303")
     assert f["verdict"] == "confirmed"
-    assert f["evidence"].startswith("immediate rerun (--replay-now) of block()"), f
+    # Confirmed by what the rerun saw (its draws and its saved tensors), before any backward.
+    assert "immediate rerun (--replay-now) of block()" in f["evidence"], f
     assert "ckptlint: observer" not in r.stderr, "the rerun must not fail on any torch release"
     assert r.values == runs["data_branch_harmful"].values, "the rerun changed the program"
 
@@ -243,16 +244,6 @@ def test_timeout_stops_the_command(runs):
     assert "stopped at the time limit" in r.stderr
     assert r.seconds < 120  # the limit (60 s, room for a slow torch import) and the grace period
     assert "1 checkpoint sites seen, 1 calls watched" in r.stderr   # progress lines
-
-
-@pytest.mark.slow
-@pytest.mark.scenarios("compiled")
-def test_compiled_segment_is_reported_not_watched(runs):
-    r = runs["compiled"]
-    f = r.one("CKP201")
-    assert f["verdict"] == "error", f
-    assert "torch.compile" in f["evidence"]
-    assert r.values["grad"], "the compiled program still ran"
 
 
 # --------------------------------------------------------------------------- ways in

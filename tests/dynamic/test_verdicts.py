@@ -104,19 +104,29 @@ def test_aggregation_any_site_confirms_and_unexercised(tmp_path):
 
 
 def test_static_only_error_and_ckp501(tmp_path):
+    import os
     static = Finding("CKP105", "x", "m.py", Position(1, 1), Position(1, 2),
                      data={"api": "torch.utils.checkpoint.checkpoint", "mode": "reentrant"})
     obs = observations(tmp_path, [
         {"ev": "start", "pid": 1},
-        {"ev": "not_watched", "pid": 1, "site": None, "reason": "torch.compile used here"},
+        {"ev": "compile_used", "pid": 1, "site": [os.path.realpath("m.py"), 2, 1]},
+        {"ev": "not_watched", "pid": 1, "site": None, "reason": "traced by torch.compile",
+         "lines": [[os.path.realpath("m.py"), 12], [os.path.realpath("m.py"), 30]]},
         call_event(1, 40, target_row=20),
         {"ev": "compare", "pid": 1, "call": 1, "phase": "replay", "match": False,
          "matters": True, "kind": "ops", "text": "ran cos where the forward ran sin (op #2)"},
     ])
-    judged = judge_all([static, finding("CKP303", 12)], obs, run=RunInfo(returncode=0))
+    never_ran = finding("CKP303", 62, site_row=70, target_row=60)
+    judged = judge_all([static, finding("CKP303", 12), never_ran], obs, run=RunInfo(returncode=0))
+    verdicts = {(f.code, f.start.row): f for f in judged}
+    assert verdicts["CKP105", 1].verdict == "static-only"
+    # Only the finding whose lines the compiled graph was traced from ran compiled.
+    compiled = verdicts["CKP303", 12]
+    assert compiled.verdict == "error" and "torch.compile" in compiled.evidence
+    eager = verdicts["CKP303", 62]
+    assert eager.verdict == "unexercised" and "never called" in eager.evidence
+    assert "torch.compile was used at m.py:2" in eager.evidence
     verdicts = {f.code: f for f in judged}
-    assert verdicts["CKP105"].verdict == "static-only"
-    assert verdicts["CKP303"].verdict == "error" and "torch.compile" in verdicts["CKP303"].evidence
     assert verdicts["CKP501"].verdict == "confirmed"
     assert verdicts["CKP501"].start.row == 40
     assert "ran cos where the forward ran sin" in verdicts["CKP501"].evidence

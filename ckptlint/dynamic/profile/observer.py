@@ -409,8 +409,12 @@ class ProfileObserver(Observer):
         else:
             self._defer(end_event, finish)
 
-    def not_watched(self, site, reason: str) -> None:
+    def not_watched(self, site, reason: str, lines=()) -> None:
         self.emit({"ev": "not_watched", "site": site, "reason": reason})
+
+    def compile_used(self, site) -> None:
+        self.not_watched(site, "torch.compile used here: checkpoints inside compiled code run "
+                               "as a compiled higher-order op that ckptlint cannot profile")
 
 
 def _error_text(error) -> str | None:

@@ -230,8 +230,8 @@ class Report:
 
 
 def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
-    calls: dict[tuple[int, int], _Call] = {}
-    site_of: dict[tuple[int, int], tuple[str, int, int]] = {}
+    calls: dict[tuple[int, Any], _Call] = {}                     # (pid, call id)
+    site_of: dict[tuple[int, Any], tuple[str, int, int]] = {}
     sites: dict[tuple[str, int, int], SiteProfile] = {}
     not_watched: list = []
     errors: dict[str, str] = {}
@@ -240,6 +240,8 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
     restored = 0
     reached = keys.index.reached(tuple(e["site"]) for e in events
                                  if e.get("ev") == "call" and e.get("site"))
+    call: _Call | None
+    key: tuple[str, int, int] | None
     for event in events:
         kind, pid = event.get("ev"), event.get("pid", 0)
         if kind == "start":

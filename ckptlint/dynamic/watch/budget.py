@@ -3,13 +3,14 @@
 A training run can make millions of checkpoint calls. The first `RAW_CALLS` calls of each
 (site, checkpointed function) in each process are written in full, one event at a time, as
 they happen. Later calls are folded into a summary per (site, function, mode, flags): counts
-of calls, passes, early stops, compares and divergences, line hits, devices, the first error,
-divergence and mismatch. Summaries are written as deltas (the counts since the last one) at
+of calls, passes, early stops, compares and divergences, line hits, passes that drew from
+Python's or NumPy's random stream, devices, the first error, divergence and mismatch. Summaries are written as deltas (the counts since the last one) at
 most every `FLUSH_MAX_SECONDS` (starting at `FLUSH_FIRST_SECONDS`, doubling), at interpreter
 exit and when a `multiprocessing` child ends.
 
 A folded call is held back until one of its events is notable (a pass error, a state change
-the recorder reports, a compare that did not match): then it is written in full as a sample
+the recorder reports, a replay that drew random numbers or took another way at a branch, a
+compare that did not match): then it is written in full as a sample
 (`"sample": true` on its call event; its counts are already in the summary) while fewer than
 `SAMPLES` samples were written for its site. So a divergence after the first `RAW_CALLS` calls
 is still seen with its evidence, and the file and the parent's memory stay bounded.
@@ -30,7 +31,10 @@ FLUSH_FIRST_SECONDS = 1.0
 FLUSH_MAX_SECONDS = 10.0
 
 # Call attributes a summary is keyed by (a summary stands for calls that share them all).
-SUMMARY_KEYS = ("site", "targets", "mode", "grad", "preserve_rng_state", "inputs_require_grad")
+SUMMARY_KEYS = ("site", "targets", "mode", "grad", "preserve_rng_state", "inputs_require_grad",
+                "enabled_at")
+# Kept from the first call of a summary (one process has one rank; the module is an example).
+SUMMARY_HEAD = ("params", "rank", "module", "class")
 
 
 def _frozen(value: Any) -> Any:
@@ -44,7 +48,8 @@ class Summary:
 
     def __init__(self, call_event: dict[str, Any]):
         self.head = {key: call_event.get(key) for key in SUMMARY_KEYS}
-        self.head["params"] = call_event.get("params")
+        for key in SUMMARY_HEAD:
+            self.head[key] = call_event.get(key)
         self.head["specs"] = call_event.get("specs") or []
         self.clear()
 
@@ -55,6 +60,7 @@ class Summary:
         self.compares = 0
         self.diverged = 0
         self.lines: dict[str, dict[str, int]] = {}
+        self.rng: dict[str, dict[str, int]] = {}
         self.devices: set[str] = set()
         self.errors = 0
         self.first_error: str | None = None
@@ -73,6 +79,9 @@ class Summary:
         for sid, hits in (event.get("lines") or {}).items():
             per_phase = self.lines.setdefault(phase, {})
             per_phase[sid] = per_phase.get(sid, 0) + hits
+        for stream in event.get("rng") or ():
+            drawn = self.rng.setdefault(phase, {})
+            drawn[stream] = drawn.get(stream, 0) + 1
         if event.get("error"):
             self.errors += 1
             if self.first_error is None:
@@ -80,7 +89,7 @@ class Summary:
 
     def add_compare(self, event: dict[str, Any]) -> None:
         self.compares += 1
-        kept = {k: event.get(k) for k in ("phase", "match", "matters", "kind", "text")}
+        kept = {k: event.get(k) for k in ("phase", "match", "matters", "kind", "text", "at")}
         if event.get("matters"):
             self.diverged += 1
             if self.first_divergence is None:
@@ -91,7 +100,7 @@ class Summary:
     def event(self) -> dict[str, Any]:
         return {"ev": "summary", **self.head, "calls": self.calls, "passes": self.passes,
                 "early_stops": self.early_stops, "compares": self.compares,
-                "diverged": self.diverged, "lines": self.lines,
+                "diverged": self.diverged, "lines": self.lines, "rng": self.rng,
                 "devices": sorted(self.devices), "errors": self.errors,
                 "first_error": self.first_error, "first_divergence": self.first_divergence,
                 "first_mismatch": self.first_mismatch}

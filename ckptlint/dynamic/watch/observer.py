@@ -12,7 +12,11 @@ checkpoint call:
     tensor_saved(call, phase, index, tensor)  autograd packed a tensor for backward
                                             (non-reentrant forward and replay, replay_now)
     pass_ended(call, phase, info)           the pass ended; info is a PassEnd
-    not_watched(site, reason)               a call could not be watched (torch.compile, ...)
+    not_watched(site, reason, lines)        a call could not be watched (it ran compiled by
+                                            torch.compile); lines: the source lines
+                                            [(file, row)] its compiled graph was traced from
+    compile_used(site)                      torch.compile was called here (what it compiles
+                                            may or may not hold checkpoint calls)
 
 Observers are registered in the child with `add_observer`, or named by the parent:
 `runner.run_watched(command, observers=["pkg.module:factory"], record=False)` sets
@@ -27,7 +31,7 @@ extra calls of the user's function. They run with the observer lock-free on the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 # (filename, row, column), 1-based; filename is absolute (realpath).
 Site = tuple[str, int, int]
@@ -82,7 +86,11 @@ class Observer:
     def pass_ended(self, call: CheckpointCall, phase: str, info: PassEnd) -> None:
         pass
 
-    def not_watched(self, site: Site | None, reason: str) -> None:
+    def not_watched(self, site: Site | None, reason: str,
+                    lines: Sequence[tuple[str, int]] = ()) -> None:
+        pass
+
+    def compile_used(self, site: Site | None) -> None:
         pass
 
 

@@ -1,10 +1,11 @@
 """Reading the state a finding names (a global, `self.attr`, a container) around each pass.
 
 A spec comes from the parent (`verdicts.build_plan`, from each finding's `data`): {"id",
-"expr", "file", "cls", "targets": [[file, row], ...], "site": [file, row] | null}. `expr` is
-the finding's `data.state`, a restricted expression: a name followed by attributes and
-constant subscripts (`SCALE`, `self.cache`, `STATS["n"]`); `cls` is its `data.owner` (a
-qualified class) for `self.` state.
+"expr", "file", "cls", "targets": [[file, row], ...], "site": [file, row] | null, "line":
+[file, row] | null, "branch": [file, row] | null}. `expr` is the finding's `data.state`, a
+restricted expression: a name followed by attributes and constant subscripts (`SCALE`,
+`self.cache`, `STATS["n"]`); `cls` is its `data.owner` (a qualified class) for `self.` state.
+`line` is a side effect's line and `branch` a branch's line, for the line tracer.
 Reading never calls properties or `__getitem__` of user classes: only plain attributes,
 module attributes and built-in containers, so watching changes nothing.
 """
@@ -15,6 +16,7 @@ import ast
 import inspect
 import os
 import sys
+import threading
 from typing import Any
 
 import torch
@@ -99,12 +101,13 @@ class StateWatcher:
         self.specs = []
         for spec in specs:
             path = parse_expr(spec["expr"]) if spec.get("expr") else None
-            line = spec.get("line")
-            if path is None and not line:
+            line, branch = spec.get("line"), spec.get("branch")
+            if path is None and not line and not branch:
                 continue
             spec = dict(spec)
             spec["_path"] = path
             spec["_line"] = (os.path.realpath(line[0]), int(line[1])) if line else None
+            spec["_branch"] = (os.path.realpath(branch[0]), int(branch[1])) if branch else None
             spec["_targets"] = {(os.path.realpath(f), int(r)) for f, r in spec.get("targets") or ()}
             site = spec.get("site")
             spec["_site"] = (os.path.realpath(site[0]), int(site[1])) if site else None
@@ -180,45 +183,80 @@ class StateWatcher:
 
 
 class LineTracer:
-    """Counts how often given source lines run during one pass (sys.settrace, this thread).
+    """Watches given source lines during one pass (sys.settrace, this thread, and only frames
+    of the files that hold them: other code runs untraced).
 
-    Used for side-effect findings: a line that runs in the forward and again in the replay
-    is a side effect that happens twice. Stays off when another tracer (a debugger,
-    coverage) is installed, so it never displaces it."""
+    - side-effect lines: how often each ran (`hits`). A line that runs in the forward and
+      again in the replay is a side effect that happens twice.
+    - branch lines (an `if`/`while` whose arms start on other lines): the line its frame went
+      to next, each time it ran (`arms`). A replay that goes elsewhere took the other way.
+
+    Stays off when another tracer (a debugger, coverage) is installed, so it never displaces
+    it."""
+
+    MAX_ARMS = 64
 
     def __init__(self, specs):
         self.lines: dict[tuple[str, int], list[str]] = {}
+        self.branches: dict[tuple[str, int], list[str]] = {}
         for spec in specs:
             if spec.get("_line"):
                 self.lines.setdefault(spec["_line"], []).append(str(spec["id"]))
-        self.files = {f for f, _ in self.lines}
+            if spec.get("_branch"):
+                self.branches.setdefault(spec["_branch"], []).append(str(spec["id"]))
+        self.files = {f for f, _ in self.lines} | {f for f, _ in self.branches}
         self.hits: dict[str, int] = {}
+        self.arms: dict[str, list[int]] = {}
         self.active = False
-        self._real: dict[str, str] = {}
+        self._paused = False
+        self._thread: int | None = None
+        # co_filename -> its realpath when it is a file of interest, else None
+        self._real: dict[str, str | None] = {}
 
-    def _file(self, code) -> str:
-        name = code.co_filename
-        real = self._real.get(name)
-        if real is None:
-            real = self._real[name] = os.path.realpath(name)
-        return real
+    @property
+    def wanted(self) -> bool:
+        return bool(self.lines or self.branches)
 
     def _global(self, frame, event, arg):
-        if event == "call" and self._file(frame.f_code) in self.files:
-            return self._local
-        return None
+        # Called for every Python call during the pass: one dict lookup for code elsewhere.
+        if event != "call":
+            return None
+        name = frame.f_code.co_filename
+        filename = self._real.get(name, "")
+        if filename == "":
+            real = os.path.realpath(name)
+            filename = self._real[name] = real if real in self.files else None
+        if filename is None:
+            return None
+        lines, branches, hits, arms = self.lines, self.branches, self.hits, self.arms
+        after_branch = [None]     # the branch line this frame just ran, awaiting the next
 
-    def _local(self, frame, event, arg):
-        if event == "line":
-            ids = self.lines.get((self._file(frame.f_code), frame.f_lineno))
+        def local(frame, event, arg):
+            if event != "line":
+                return local
+            row = frame.f_lineno
+            pending = after_branch[0]
+            if pending is not None and row != pending:
+                after_branch[0] = None
+                for spec_id in branches[(filename, pending)]:
+                    went = arms.setdefault(spec_id, [])
+                    if len(went) < self.MAX_ARMS:
+                        went.append(row)
+            key = (filename, row)
+            ids = lines.get(key)
             if ids:
                 for spec_id in ids:
-                    self.hits[spec_id] = self.hits.get(spec_id, 0) + 1
-        return self._local
+                    hits[spec_id] = hits.get(spec_id, 0) + 1
+            if key in branches:
+                after_branch[0] = row
+            return local
+
+        return local
 
     def __enter__(self):
-        if self.lines and sys.gettrace() is None:
+        if self.wanted and sys.gettrace() is None:
             self.active = True
+            self._thread = threading.get_ident()
             for spec_id in {i for ids in self.lines.values() for i in ids}:
                 self.hits[spec_id] = 0
             sys.settrace(self._global)
@@ -229,3 +267,18 @@ class LineTracer:
             sys.settrace(None)
             self.active = False
         return False
+
+    def pause(self) -> bool:
+        """Stop tracing while ckptlint's own code runs (an op's dispatch); True if this call
+        paused it. Only in the thread it traces, and only once when dispatches nest."""
+        if self.active and not self._paused and threading.get_ident() == self._thread:
+            sys.settrace(None)
+            self._paused = True
+            return True
+        return False
+
+    def resume(self) -> None:
+        """Undoes a pause that returned True (unless the pass ended meanwhile)."""
+        self._paused = False
+        if self.active:
+            sys.settrace(self._global)

@@ -30,6 +30,7 @@ import inspect
 import itertools
 import os
 import random
+import re
 import sys
 import sysconfig
 import threading
@@ -139,7 +140,7 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
     if isinstance(fn, functools.partial):
         return targets_of(fn.func, depth + 1)
     if isinstance(fn, torch.nn.Module):
-        forward = getattr(type(fn), "forward", None)
+        forward = _unwrapped(getattr(type(fn), "forward", None))
         code = getattr(forward, "__code__", None)
         if code is not None and not _in_torch(code):
             return [_code_target(code)]
@@ -158,7 +159,7 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
         if code is not None and _in_torch(code) and isinstance(owner, torch.nn.Module):
             return targets_of(owner, depth + 1)      # e.g. super().__call__ of a layer
         return [_code_target(code)] if code is not None else targets_of(fn.__func__, depth + 1)
-    code = getattr(fn, "__code__", None)
+    code = getattr(_unwrapped(fn), "__code__", None)
     if code is not None:
         if not _in_torch(code):
             return [_code_target(code)]
@@ -184,6 +185,15 @@ def targets_of(fn: Any, depth: int = 0) -> list[tuple[str, int, str]]:
     return []
 
 
+def _unwrapped(function):
+    """The function a decorator wrapped (`functools.wraps` sets `__wrapped__`): a layer's
+    forward decorated by a library (transformers' `deprecate_kwarg`) is the user's code."""
+    try:
+        return inspect.unwrap(function) if function is not None else None
+    except ValueError:
+        return function
+
+
 def _closure_values(fn) -> dict[str, Any]:
     """The values a function closes over, by name (cells not yet filled are left out)."""
     values = {}
@@ -196,7 +206,14 @@ def _closure_values(fn) -> dict[str, Any]:
 
 
 def module_of(fn: Any):
+    """The module a checkpointed callable runs: the module itself, a bound method's owner, or
+    the module a partial binds as the first argument of a function (transformers checkpoints
+    `partial(forward, layer, **kwargs)`)."""
     while isinstance(fn, functools.partial):
+        if fn.args and isinstance(fn.args[0], torch.nn.Module) \
+                and not isinstance(fn.func, (torch.nn.Module, functools.partial)) \
+                and getattr(fn.func, "__self__", None) is None:
+            return fn.args[0]
         fn = fn.func
     if isinstance(fn, torch.nn.Module):
         return fn
@@ -232,13 +249,14 @@ def _report_observer_failure(obs, method, exc):
 
 def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.FrameType | None,
              kwargs: dict | None = None):
+    graph = _graph_module(fn)
     if _is_compiling():
-        _notify("not_watched", _call_site(caller), "traced by torch.compile")
+        _notify("not_watched", _call_site(caller), "traced by torch.compile", _graph_lines(graph))
         return None
-    if _is_graph_module(fn):
+    if graph is not None:
         _notify("not_watched", _call_site(caller),
                 "checkpoint traced by torch.compile: it runs as a compiled higher-order op, "
-                "so its forward and replay are not the user's eager code")
+                "so its forward and replay are not the user's eager code", _graph_lines(graph))
         return None
     with _lock:
         call_id = next(_ids)
@@ -264,13 +282,31 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
     return call
 
 
-def _is_graph_module(fn) -> bool:
+def _graph_module(fn):
+    """The fx GraphModule a compiled checkpoint runs (torch.compile's higher-order op passes
+    the graph itself, a bound method of it, or a closure over it), else None."""
     while isinstance(fn, functools.partial):
         fn = fn.func
-    fx = getattr(torch, "fx", None)
-    graph_module = getattr(fx, "GraphModule", None)
+    graph_module = getattr(getattr(torch, "fx", None), "GraphModule", None)
+    if graph_module is None:
+        return None
     owner = getattr(fn, "__self__", fn)
-    return graph_module is not None and isinstance(owner, graph_module)
+    if isinstance(owner, graph_module):
+        return owner
+    cells = _closure_values(fn) if getattr(fn, "__code__", None) is not None else {}
+    return next((c for c in cells.values() if isinstance(c, graph_module)), None)
+
+
+def _graph_lines(graph) -> list[tuple[str, int]]:
+    """The source lines (outside torch) a compiled graph was traced from: each node's
+    `stack_trace` names the user's frames, from the compiled function down to the op."""
+    lines: set[tuple[str, int]] = set()
+    for node in getattr(getattr(graph, "graph", None), "nodes", ()):
+        trace = node.meta.get("stack_trace") if isinstance(node.meta, dict) else None
+        for filename, row in re.findall(r'File "([^"]+)", line (\d+)', trace or ""):
+            if not is_library_file(filename):
+                lines.add((realpath(filename), int(row)))
+    return sorted(lines)
 
 
 def _storages(args):
@@ -638,6 +674,10 @@ def _begin_non_reentrant(builder: types.FrameType, recompute_fn) -> CheckpointCa
     kwargs = local.get("kwargs")
     call = new_call("non-reentrant", fn, args, local.get("preserve_rng_state", True),
                     torch.is_grad_enabled(), builder.f_back, kwargs=kwargs)
+    if call is not None:
+        # The forward's `context_fn` context (a selective-checkpoint policy mode), entered
+        # right after the forward pass starts: observers may look at it.
+        call.scratch["forward_context"] = local.get("forward_context")
     if call is not None and REPLAY_NOW:
         _keep_for_replay_now(call, fn, args, kwargs)
     return call
@@ -911,9 +951,7 @@ def _watch_compile():
         return
 
     def compile(*args, **kwargs):
-        _notify("not_watched", _call_site(sys._getframe(1)),
-                "torch.compile used here: checkpoints inside compiled code run as a compiled "
-                "higher-order op that ckptlint cannot watch")
+        _notify("compile_used", _call_site(sys._getframe(1)))
         return orig(*args, **kwargs)
 
     compile._ckptlint = True

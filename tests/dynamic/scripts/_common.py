@@ -17,6 +17,12 @@ def grads(*tensors):
             for t in tensors]
 
 
+def local_values(tensor):
+    """This process's part of a tensor (its shard, for a sharded one), rounded."""
+    tensor = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    return [round(v, 12) for v in tensor.flatten().tolist()]
+
+
 def report(**values):
     path = os.environ.get("CKPT_TEST_OUT")
     if path:
