@@ -11,7 +11,7 @@ import libcst as cst
 
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import ClassInfo, Resolver
-from ckptlint.config import parse_table
+from ckptlint.config import Config, parse_table
 from ckptlint.engine.linter import Linter
 from ckptlint.engine.run import lint
 from ckptlint.syntax.source import SourceModule, parse_text
@@ -399,3 +399,25 @@ def test_segment_findings_carry_site_chain_and_target_in_json(tmp_path):
     assert data["site"]["row"] == 16
     assert data["chain"] == ["m.outer", "m.inner"]
     assert data["target"]["qualname"] == "outer"
+
+
+def test_a_from_imported_global_is_changed_only_where_a_file_writes_under_it(
+        tmp_path: Path) -> None:
+    """`from cfg import TABLE` then `TABLE[k] *= 2` changes cfg.TABLE; a file that only reads
+    TABLE is not parsed to look (the text shows no write under the name)."""
+    (tmp_path / "cfg.py").write_text('TABLE = {"scale": 1.0}\n')
+    (tmp_path / "tweak.py").write_text(
+        'from cfg import TABLE\n\n\ndef bump():\n    TABLE["scale"] *= 2\n')
+    (tmp_path / "reader.py").write_text(
+        'from cfg import TABLE\n\n\ndef show():\n    return TABLE.get("scale"), TABLE["scale"]\n')
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import cfg\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        'def block(x):\n    return x * cfg.TABLE["scale"]\n\n\n'
+        "def run(x):\n    return checkpoint(block, x, use_reentrant=False)\n")
+    linter = Linter(Config(root=tmp_path, select=("CKP201",)))
+    result = linter.lint_file(model, "model.py")
+    [finding] = result.findings
+    assert [(Path(change["filename"]).name, change["row"]) for change in finding.data["changes"]] \
+        == [("tweak.py", 5)]
+    assert not any(path.endswith("reader.py") for path in result.dependencies)

@@ -35,6 +35,7 @@ from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import ClassInfo, Resolver
 from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind, is_staticmethod
 from ckptlint.analysis.segment import (
+    CONTAINER_MUTATORS,
     compact,
     import_qualnames,
     is_mutator,
@@ -440,13 +441,15 @@ class BindingModel:
                   r"(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\.\s*\w+\s*\()")
         direct = f"{short}.{name}"
         direct_write = re.compile(re.escape(direct) + r"\b" + change)
+        imported_change = changes_through_name(name)
         changes: list[Change] = []
         for path in self.project.source_files():
             text = self.project.source_text(path)
             if not text or name not in text or short not in text:
                 continue
             candidate = ((direct in text and direct_write.search(text) is not None)
-                         or from_import.search(text) is not None)
+                         or (from_import.search(text) is not None
+                             and imported_change.search(text) is not None))
             if not candidate and " as " in text:
                 candidate = any(
                     f"{other}.{name}" in text
@@ -601,3 +604,20 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     collector = _Calls()
     collector.walk(node)
     return collector.calls
+
+
+MUTATOR_PATTERN = "|".join(sorted(CONTAINER_MUTATORS)) + r"|[A-Za-z]\w*_"
+
+
+def changes_through_name(name: str) -> re.Pattern[str]:
+    """What a file that did `from m import NAME` must contain to change `m.NAME` (the
+    collector records nothing else): an item or attribute under it assigned, a mutating
+    method called on it or under it (`NAME.append(...)`, `NAME.w.copy_(...)`), or `del`.
+    A file without any of them is not parsed to look."""
+    root = rf"(?<![\w.]){re.escape(name)}"
+    under = r"(?:\s*\.\s*\w+|\s*\[[^\n]*?\])"
+    return re.compile(
+        rf"{root}{under}+\s*(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=))"
+        rf"|{root}{under}*\s*\.\s*(?:{MUTATOR_PATTERN})\s*\("
+        rf"|\bdel\s+{re.escape(name)}\b")
+
