@@ -2,11 +2,13 @@
 or unknown; what CKP104 reports and fixes for each, and `--show-settings`."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
 
+from ckptlint import versions
 from tests.cli_helpers import run_cli
 
 ENABLE = '''\
@@ -27,6 +29,13 @@ def project(root: Path, files: dict[str, str], table: str = "") -> Path:
     for name, content in {"train.py": ENABLE, **files}.items():
         (root / name).write_text(content, encoding="utf-8")
     return root
+
+
+@pytest.fixture
+def transformers_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment without transformers, as a pre-commit hook's usually is (the test
+    extra installs it for dynamic mode's tests on real models)."""
+    monkeypatch.setattr(versions, "installed_version", functools.lru_cache(lambda package: None))
 
 
 def ckp104(root: Path) -> list[dict]:
@@ -75,8 +84,8 @@ def test_the_configuration_wins_over_the_declared_range(tmp_path):
     assert "transformers 4.46.0 checkpoints in reentrant mode" in finding["message"]
 
 
-def test_an_unknown_version_is_reported_without_a_fix(tmp_path):
-    # Nothing declared, and transformers is not installed in the test environment.
+def test_an_unknown_version_is_reported_without_a_fix(tmp_path, transformers_not_installed):
+    # Nothing declared, and transformers not installed.
     [finding] = ckp104(project(tmp_path, {}))
     assert finding["data"]["version_source"] == "unknown"
     assert finding["data"]["versions"] == "unknown"
@@ -130,7 +139,7 @@ def test_show_settings_names_each_setting_and_where_the_versions_come_from(tmp_p
     assert "versions: transformers = 4.46.0" in shown
 
 
-def test_setup_py_is_read_never_run(tmp_path):
+def test_setup_py_is_read_never_run(tmp_path, transformers_not_installed):
     setup = ('import pathlib\npathlib.Path("ran").write_text("yes")\n'
              'from setuptools import setup\nREQS = ["transformers>=5"]\n'
              'setup(name="p", install_requires=["transformers>=4.40"] + REQS)\n')
