@@ -204,8 +204,13 @@ def has_module(name: str) -> bool:
 
 
 def torch_has(module: str, name: str) -> bool:
-    """Feature detection in a child (this process does not import torch for it)."""
-    code = f"import {module} as m, sys; sys.exit(0 if hasattr(m, {name!r}) else 1)"
+    """Feature detection in a child (this process does not import torch for it); a `name`
+    ending in `()` is called and must return true."""
+    if name.endswith("()"):
+        test = f"getattr(m, {name[:-2]!r}, lambda: False)()"
+    else:
+        test = f"hasattr(m, {name!r})"
+    code = f"import {module} as m, sys; sys.exit(0 if {test} else 1)"
     return subprocess.run([PY, "-c", code], capture_output=True).returncode == 0
 
 
@@ -219,7 +224,8 @@ OPTIONAL: dict[str, tuple[str, tuple[str, tuple[str, ...], tuple[str, ...]]]] = 
     "fsdp_single_harmless": ("torch.distributed.fsdp:fully_shard",
                              ("fsdp_single.py", ("harmless",), ())),
     "fsdp_single_harmful": ("torch.distributed.fsdp:fully_shard", ("fsdp_single.py", (), ())),
-    "hf_enable": ("transformers", ("hf_enable.py", (), ())),
+    # transformers 5 disables its models on torch before 2.6
+    "hf_enable": ("transformers.utils:is_torch_available()", ("hf_enable.py", (), ())),
 }
 
 
@@ -243,7 +249,9 @@ class Runs:
                 if requirement not in checked:
                     checked[requirement] = available(requirement)
                 if not checked[requirement]:
-                    self.missing[name] = f"needs {requirement.replace(':', '.')}, which is missing here"
+                    needed = requirement.replace(":", ".")
+                    self.missing[name] = (f"needs {needed} to be true here" if needed.endswith("()")
+                                          else f"needs {needed}, which is missing here")
                     continue
             else:
                 spec = SCENARIOS[name]
