@@ -691,12 +691,10 @@ class SiteFinder(Visitor):
         if given is None or is_none(given.value):
             site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
             return
-        refs = [ref for ref in self.api_refs(given.value, self.module, given.scope, 0)
-                if ref.api.kind == SiteKind.FUNCTION]
-        if not refs or not all(ref.certain for ref in refs):
+        ref = self.certain_api(given, SiteKind.FUNCTION)
+        if ref is None:
             site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
             return
-        ref = refs[0]
         inner = self.arguments(cst.Call(func=cst.Name("_")), given.scope, ref.partials)
         self.decide_keyword_mode(site, ref.api, inner)
         if site.mode_source == ModeSource.IMPLICIT:
@@ -885,14 +883,19 @@ class SiteFinder(Visitor):
             return
         self.decide_wrapper_function(site, wrapper_fn)
 
+    def certain_api(self, argument: Argument, kind: SiteKind) -> ApiRef | None:
+        """The checkpoint API of `kind` that `argument` names, when every reading of it is
+        certain; else None."""
+        refs = [ref for ref in self.api_refs(argument.value, self.module, argument.scope, 0)
+                if ref.api.kind == kind]
+        return refs[0] if refs and all(ref.certain for ref in refs) else None
+
     def decide_wrapper_function(self, site: Site, wrapper_fn: Argument) -> None:
         """The mode of a `checkpoint_wrapper_fn` (a wrapper, or a `partial` of one)."""
-        refs = [ref for ref in self.api_refs(wrapper_fn.value, self.module, wrapper_fn.scope, 0)
-                if ref.api.kind == SiteKind.WRAPPER]
-        if not refs or not all(ref.certain for ref in refs):
+        ref = self.certain_api(wrapper_fn, SiteKind.WRAPPER)
+        if ref is None:
             site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
             return
-        ref = refs[0]
         inner = self.arguments(cst.Call(func=cst.Name("_")), wrapper_fn.scope, ref.partials)
         self.decide_wrapper_mode(site, ref.api, inner.keywords.get("checkpoint_impl"), inner)
         if site.mode_source == ModeSource.API:
