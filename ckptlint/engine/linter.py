@@ -248,6 +248,10 @@ class Analysis:
                 result.findings.extend(segment_rule.check(segment))
 
 
+ANALYSIS_MODULES = ("ckptlint.syntax.source", "ckptlint.analysis.sites",
+                    "ckptlint.analysis.resolve", "ckptlint.checks.base")
+
+
 def preload_analysis() -> None:
     """Import what `Analysis` needs (libcst, resolver, every rule) in this process.
 
@@ -256,11 +260,17 @@ def preload_analysis() -> None:
     """
     from ckptlint.checks import RULE_CLASSES
 
-    for module in ("ckptlint.syntax.source", "ckptlint.analysis.sites", "ckptlint.analysis.resolve",
-                   "ckptlint.checks.base"):
+    for module in ANALYSIS_MODULES:
         importlib.import_module(module)
     for path in RULE_CLASSES:
         load_class(path)
+
+
+def analysis_modules() -> list[str]:
+    """The modules `preload_analysis` imports (libcst's users, every rule's module)."""
+    from ckptlint.checks import RULE_CLASSES
+
+    return [*ANALYSIS_MODULES, *dict.fromkeys(path.split(":")[0] for path in RULE_CLASSES)]
 
 
 def load_class(path: str):
