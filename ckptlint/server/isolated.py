@@ -41,7 +41,10 @@ def warm_up(modules: list[str]) -> None:
     """Start the fork server now, with `modules` imported in it."""
     from multiprocessing import forkserver
 
-    CONTEXT.set_forkserver_preload([*modules, "ckptlint.server.analysis"])
+    # (Each child also runs the server's main module again, as multiprocessing does: the
+    # console script, whose import of ckptlint.cli is then already done.)
+    CONTEXT.set_forkserver_preload([*modules, "ckptlint.cli", "ckptlint.engine.run",
+                                    "ckptlint.server.analysis"])
     forkserver.ensure_running()
 
 
