@@ -178,3 +178,21 @@ def test_without_pygls_the_command_says_how_to_install_it(tmp_path):
     assert result.returncode == 2
     assert result.stderr == ("ckptlint: error: `ckptlint server` needs pygls, which is not "
                              "installed: pip install 'ckptlint[server]'\n")
+
+
+def test_saving_a_file_rechecks_the_files_that_call_into_it(client, tmp_path):
+    helpers = tmp_path / "helpers.py"
+    helpers.write_text("def block(x):\n    return x * 2\n", encoding="utf-8")
+    model = ("from torch.utils.checkpoint import checkpoint\n\nfrom helpers import block\n\n\n"
+             "def forward(x):\n    return checkpoint(block, x, use_reentrant=False)\n")
+    uri = client.open(tmp_path / "model.py", model)
+    assert client.diagnostics(uri)["diagnostics"] == []
+    changed = "import random\n\n\ndef block(x):\n    return x * random.random()\n"
+    helpers_uri = client.open(helpers, changed)
+    helpers.write_text(changed, encoding="utf-8")
+    mark = len(client.seen)
+    client.notify("textDocument/didSave", {"textDocument": {"uri": helpers_uri}})
+    (diagnostic,) = client.diagnostics(uri, since=mark)["diagnostics"]
+    assert diagnostic["code"] == "CKP303"  # the hazard in helpers.py, at the call reaching it
+    assert diagnostic["range"]["start"]["line"] == 6
+    assert "helpers.py:5" in diagnostic["message"]

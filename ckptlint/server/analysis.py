@@ -50,9 +50,9 @@ def analyse(buffer: Buffer) -> list[Finding]:
 
             return finish([error_result(buffer.path, str(error))], config, False).findings
     result = linter.lint_file(path, buffer.path, text)
-    result.findings = [f for f in result.findings if f.filename == buffer.path]
+    # A hazard in another file comes back at the checkpoint call in this one (`finish`).
     findings = finish([result], config, False, sources={buffer.path: text}).findings
-    return notebooks.in_cells(findings)
+    return notebooks.in_cells([f for f in findings if f.filename == buffer.path])
 
 
 def notebook_bytes(cells: tuple[tuple[str, str], ...]) -> bytes:

@@ -131,7 +131,8 @@ class CkptlintServer:
         @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
         def did_save(params: types.DidSaveTextDocumentParams) -> None:
             for key in list(self.published):  # other files' findings may follow this one
-                if key != params.text_document.uri:
+                # (a notebook is analysed by its own URI, never by its cells')
+                if key != params.text_document.uri and self.notebook_of(key) is None:
                     self.schedule(key)
 
         @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
