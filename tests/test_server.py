@@ -167,6 +167,11 @@ def test_notebook_document_sync(tmp_path):
     assert diagnostic["code"] == "CKP102"
     assert diagnostic["range"]["start"] == {"line": 5, "character": 11}
     assert client.diagnostics(uris[0])["diagnostics"] == []
+    fix, _ = client.request("textDocument/codeAction", {
+        "textDocument": {"uri": uris[2]}, "range": diagnostic["range"],
+        "context": {"diagnostics": [diagnostic]}})
+    (edit,) = fix["edit"]["changes"][uris[2]]
+    assert edit["range"]["start"] == {"line": 5, "character": 30}
     assert client.close() == 0
 
 
