@@ -92,6 +92,14 @@ def test_sarif_and_github_point_at_the_file_naming_the_cell(tmp_path):
     assert "::CKP102 cell 4: " in github
 
 
+def test_full_format_shows_the_cell_as_written(tmp_path):
+    write(tmp_path, *CELLS)
+    result = run_cli("check", "--no-cache", "--format", "full", "train.ipynb", cwd=tmp_path)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("train.ipynb:cell 4:8:12: CKP102 ")
+    assert lines[2:4] == ["7 |     %time y = 1", "8 |     return checkpoint(block, x)"]
+
+
 def test_noqa_in_a_cell(tmp_path):
     quiet = MODEL.replace("checkpoint(block, x)", "checkpoint(block, x)  # noqa: CKP102")
     write(tmp_path, IMPORTS, quiet)

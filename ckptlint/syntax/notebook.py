@@ -68,10 +68,10 @@ class Notebook:
         return self.cells[0].number, 1
 
     def cell_text(self, number: int) -> str | None:
-        """A code cell's source as linted (IPython lines masked)."""
+        """A code cell's source as written (for showing it)."""
         for cell in self.cells:
             if cell.number == number:
-                return "".join(cell.masked)
+                return "".join(cell.lines)
         return None
 
     def split(self, code: str) -> dict[int, str]:
