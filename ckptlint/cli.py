@@ -143,6 +143,21 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
         internal_error(error)
 
 
+@main.command()
+def server() -> None:
+    """Run the language server (LSP over stdio) for editors; needs `ckptlint[server]`."""
+    try:
+        import lsprotocol  # noqa: F401
+        import pygls  # noqa: F401
+    except ImportError:
+        click.echo("ckptlint: error: `ckptlint server` needs pygls, which is not installed: "
+                   "pip install 'ckptlint[server]'", err=True)
+        sys.exit(2)
+    from ckptlint.server.protocol import serve
+
+    serve()
+
+
 def internal_error(error: Exception) -> NoReturn:
     """One line and exit 2 instead of a traceback (CKPTLINT_DEBUG=1 shows it)."""
     if os.environ.get("CKPTLINT_DEBUG"):

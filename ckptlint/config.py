@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from ckptlint.registry import RULES, codes_matching
 
 DEFAULT_EXCLUDES = (".git", ".venv", "venv", "build", "dist", "__pycache__", ".tox",
                     "node_modules")
+# Files a folder's walk lints (`include`; `extend-include` adds): Python, stubs, notebooks.
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
 # Syntax nodes (tokens) a file may have to be analysed. The largest hand-written files of
 # torch, sympy and libcst have under 60,000; analysing 100,000 takes libcst 200-450 MB.
@@ -45,6 +48,8 @@ class Config:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     default_excludes: tuple[str, ...] = DEFAULT_EXCLUDES
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    extend_include: tuple[str, ...] = ()
     src: tuple[Path, ...] = ()
     checkpoint_functions: tuple[tuple[str, str], ...] = ()
     segment_base_classes: tuple[str, ...] = ()
@@ -86,6 +91,29 @@ class Config:
                 for selector in selectors:
                     codes.update(codes_matching(selector))
         return frozenset(codes)
+
+    @property
+    def includes(self) -> tuple[str, ...]:
+        return (*self.include, *self.extend_include)
+
+    @cached_property
+    def include_suffixes(self) -> tuple[str, ...] | None:
+        """The suffixes `include` names when each pattern is `*.suffix` (the usual case: one
+        `endswith` per name), else None (each name is matched against the globs)."""
+        if all(p.startswith("*.") and not any(c in p[1:] for c in "*?[/") for p in self.includes):
+            return tuple(p[1:] for p in self.includes)
+        return None
+
+    def is_included(self, path: str) -> bool:
+        """Whether a file found in a folder's walk is one to lint (`include`,
+        `extend-include`: gitignore-style globs against its path relative to the config)."""
+        suffixes = self.include_suffixes
+        if suffixes is not None:
+            return path.endswith(suffixes)
+        from ckptlint.globs import glob_matches
+
+        relative = relative_posix(Path(path), self.root) or os.path.basename(path)
+        return any(glob_matches(pattern, relative) for pattern in self.includes)
 
     @property
     def excludes(self) -> tuple[str, ...]:
@@ -223,6 +251,7 @@ def parse_table(table: dict[str, Any], path: Path, named_on_command_line: bool =
         check_globs(mapping, f"{path}: key `per-file-ignores`")
         settings["per_file_ignores"] = tuple(entries)
     for key, attr in (("exclude", "exclude"), ("extend-exclude", "extend_exclude"),
+                      ("include", "include"), ("extend-include", "extend_include"),
                       ("segment-base-classes", "segment_base_classes")):
         if key in table:
             settings[attr] = reader.strings(key)
@@ -286,7 +315,7 @@ _KEYS = frozenset({
     "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "src",
     "checkpoint-functions", "segment-base-classes", "transformers-version", "max-depth",
     "max-file-size", "max-analysis-nodes", "cache-dir", "profile-min-bytes-freed", "versions",
-    "state-changes",
+    "state-changes", "include", "extend-include",
 })
 
 

@@ -48,17 +48,25 @@ class SiteRef:
     filename: str
     row: int
     column: int
+    cell: int | None = None  # in a notebook: the cell (1-based), `row` counting in it
 
     def to_json(self) -> dict[str, Any]:
-        return {"filename": self.filename, "row": self.row, "column": self.column}
+        data: dict[str, Any] = {"filename": self.filename, "row": self.row,
+                                "column": self.column}
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> SiteRef:
         position = Position.from_json(data)
-        return cls(want_str(member(data, "filename"), "filename"), position.row, position.column)
+        cell = data.get("cell")
+        return cls(want_str(member(data, "filename"), "filename"), position.row, position.column,
+                   None if cell is None else want_int(cell, "cell", 1, MAX_INT))
 
     def describe(self) -> str:
-        return f"{self.filename}:{self.row}"
+        return (f"{self.filename}:cell {self.cell}:{self.row}" if self.cell is not None
+                else f"{self.filename}:{self.row}")
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,8 @@ class Finding:
     # Dynamic mode only.
     verdict: str | None = None
     evidence: str | None = None
+    # In a notebook, once reported: the cell (1-based among all cells); rows count in it.
+    cell: int | None = None
 
     @property
     def name(self) -> str:
@@ -148,6 +158,12 @@ class Finding:
     @property
     def severity(self) -> str:
         return rule_info(self.code).severity
+
+    @property
+    def place(self) -> str:
+        """`path:row:col`, or `nb.ipynb:cell 3:row:col` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.filename}:{cell}{self.start.row}:{self.start.column}"
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -171,6 +187,8 @@ class Finding:
             "data": self.data,
             "target": self.target.to_json() if self.target else None,
         }
+        if self.cell is not None:
+            data["cell"] = self.cell
         if self.verdict is not None:
             data["verdict"] = self.verdict
             data["evidence"] = self.evidence
@@ -197,6 +215,8 @@ class Finding:
             data=finding_data(code, member(data, "data")),
             verdict=want_optional_str(data.get("verdict"), "verdict"),
             evidence=want_optional_str(data.get("evidence"), "evidence"),
+            cell=(None if data.get("cell") is None
+                  else want_int(data["cell"], "cell", 1, MAX_INT)),
         )
 
 

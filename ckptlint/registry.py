@@ -21,6 +21,7 @@ from enum import Enum
 from ckptlint.finding_data import (
     BOOL,
     CALL,
+    INT,
     PLACE,
     SEGMENT,
     STATE,
@@ -185,7 +186,7 @@ RULES: dict[str, RuleInfo] = {
                  Obj({"codes": ListOf(STR)}), default_on=False),
         RuleInfo("CKP999", "parse-error", "error", STATIC_ONLY, NO_FIX, None,
                  "a file could not be read or parsed",
-                 Obj({"error": STR})),
+                 Obj({"error": STR}, optional={"line": INT})),
     )
 }
 

@@ -29,6 +29,11 @@ def nullable(schema: dict) -> dict:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+CELL = {"type": "integer", "minimum": 1,
+        "description": "in a notebook: the cell (1-based among all cells); rows and columns "
+                       "(fix edits too) count in that cell"}
+
+
 def finding_schema() -> dict:
     properties = {
         "code": {"enum": list(RULES)},
@@ -41,7 +46,9 @@ def finding_schema() -> dict:
         "site": nullable({"type": "object", "required": ["filename", "row", "column"],
                           "properties": {"filename": {"type": "string"},
                                          "row": {"type": "integer", "minimum": 1},
-                                         "column": {"type": "integer", "minimum": 1}}}),
+                                         "column": {"type": "integer", "minimum": 1},
+                                         "cell": CELL}}),
+        "cell": CELL,
         "chain": {"type": "array", "items": {"type": "string"}},
         "fix": nullable({
             "type": "object", "required": ["applicability", "message", "edits"],

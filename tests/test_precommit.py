@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import CKP102_SOURCE, REPO
+from tests.notebooks import notebook_json
 
 pytest.importorskip("pre_commit")
 
@@ -69,6 +70,7 @@ def user_repo(root: Path) -> Path:
         '[tool.ckptlint]\nextend-exclude = ["generated"]\n', encoding="utf-8")
     (root / "model.py").write_text(CKP102_SOURCE, encoding="utf-8")
     (root / "clean.py").write_text("x = 1\n", encoding="utf-8")
+    (root / "notebook.ipynb").write_text(notebook_json(CKP102_SOURCE), encoding="utf-8")
     (root / "generated").mkdir()
     (root / "generated" / "layers.py").write_text(CKP102_SOURCE, encoding="utf-8")
     git("add", "-A", cwd=root)
@@ -93,7 +95,7 @@ def test_hook_manifest():
     assert set(hooks) == {"ckptlint", "ckptlint-fix"}
     for hook in hooks.values():
         assert hook["language"] == "python"
-        assert hook["types_or"] == ["python", "pyi"]
+        assert hook["types_or"] == ["python", "pyi", "jupyter"]
         assert hook["require_serial"] is True
         assert "--force-exclude" in hook["entry"]
     assert "--fix --unsafe-fixes" in hooks["ckptlint-fix"]["entry"]
@@ -103,10 +105,11 @@ def test_hook_manifest():
 def test_check_hook(hook_repo, pre_commit_home, tmp_path):
     root = user_repo(tmp_path / "user")
     result = try_repo(hook_repo, "ckptlint", root, pre_commit_home,
-                      "model.py", "clean.py", "generated/layers.py")
+                      "model.py", "clean.py", "generated/layers.py", "notebook.ipynb")
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "model.py:9:12: CKP102 " in output
+    assert "notebook.ipynb:cell 2:9:12: CKP102 " in output  # `types_or` has jupyter
     assert "generated/layers.py:" not in output  # excluded by config: --force-exclude
     assert (root / "model.py").read_text() == CKP102_SOURCE
 

@@ -92,8 +92,9 @@ def emit(text: str, options: CheckOptions) -> None:
 
 def render_findings(findings: list[Finding], result: LintResult, options: CheckOptions,
                     sources: Mapping[str, str]) -> str:
+    findings = result.notebooks.in_cells(findings)
     context = OutputContext(
-        read_source=sources.get,
+        read_source=sources.get, read_cell=result.notebooks.read_cell,
         color=(not options.output_file and sys.stdout.isatty()
                and "NO_COLOR" not in os.environ),
         extra={"unsafe_fixes": options.unsafe_fixes, **options.extra})
@@ -143,7 +144,7 @@ def run_check(result: LintResult, options: CheckOptions) -> int:
         name = options.stdin_filename
         result.findings = [f for f in result.findings if f.filename != name]
         if options.fix or options.add_noqa:
-            click.echo(options.stdin_text, nl=False)
+            click.echo(stdin_output(options.stdin_text, result, options), nl=False)
             return 0
     if options.add_noqa:
         return do_add_noqa(result, options)
@@ -171,7 +172,8 @@ def do_fix(result: LintResult, options: CheckOptions) -> int:
 
     if options.diff:
         # --diff writes nothing: the diff is the output (stdin: the diff of stdin).
-        emit("".join(unified_diff(file_fix) for file_fix in changed), options)
+        emit("".join(unified_diff(file_fix, result.notebooks.get(file_fix.filename))
+                     for file_fix in changed), options)
         if fixed:
             note(f"Would fix {fixed} finding{'s' if fixed != 1 else ''} "
                  f"in {len(changed)} file{'s' if len(changed) != 1 else ''}.")
@@ -188,7 +190,8 @@ def do_fix(result: LintResult, options: CheckOptions) -> int:
         # Editors: the fixed text goes to stdout, the findings left to stderr.
         stdin_fix = next((f for f in changed if f.filename == options.stdin_filename
                           or (options.stdin_filename is None and f.filename == "-")), None)
-        click.echo(stdin_fix.text if stdin_fix else options.stdin_text, nl=False)
+        click.echo(stdin_output(stdin_fix.text if stdin_fix else options.stdin_text, result,
+                                options), nl=False)
         left = [f for f in remaining if options.stdin_filename in (None, f.filename)]
         rendered = render_findings(left, result, options, result.sources)
         if options.output_file:
@@ -221,6 +224,23 @@ def do_fix(result: LintResult, options: CheckOptions) -> int:
     if fixed and options.exit_non_zero_on_fix:
         return 1
     return 1 if remaining and not options.exit_zero else 0
+
+
+def stdin_output(text: str | None, result: LintResult, options: CheckOptions) -> str:
+    """What a stdin run hands back: the text, or for a notebook its JSON with `text` (its
+    joined code cells, fixed) written into the cells."""
+    from ckptlint.syntax.reading import SourceError
+
+    display = options.stdin_filename or "-"
+    notebook = result.notebooks.get(display)
+    if notebook is None:
+        given = result.notebooks.given.get(display)
+        return given.decode("utf-8", "surrogateescape") if given is not None else text or ""
+    try:
+        return notebook.with_code(text or notebook.code)
+    except SourceError as error:
+        note(f"ckptlint: error: {display}: {error}")
+        return notebook.raw
 
 
 def write_refused(filename: str, problem) -> bool:
@@ -257,7 +277,7 @@ def do_add_noqa(result: LintResult, options: CheckOptions) -> int:
             continue
         new_text, count = add_noqa(text, findings)
         if options.reading_stdin and filename == stdin_name:
-            click.echo(new_text, nl=False)
+            click.echo(stdin_output(new_text, result, options), nl=False)
             added += count
         elif count:
             counts[filename] = count

@@ -13,8 +13,6 @@ from pathlib import Path
 from ckptlint.config import Config, relative_posix
 from ckptlint.globs import glob_matches
 
-PYTHON_SUFFIXES = (".py", ".pyi")
-
 
 @dataclass
 class Discovery:
@@ -95,7 +93,7 @@ def walk(folder: Path, config: Config) -> tuple[list[Path], dict[Path, str]]:
                 # A symlink loop or an unreadable target: a Python file that cannot be
                 # read is reported (CKP999), not skipped.
                 is_dir = False
-            if not is_dir and not entry.name.endswith(PYTHON_SUFFIXES):
+            if not is_dir and not config.is_included(entry.path):
                 continue
             # The folders above were checked on the way down: this name is the only new
             # part below `folder` (same answer as is_excluded(path, config, folder), without

@@ -29,11 +29,11 @@ from ckptlint.config import Config
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.messages import render
 from ckptlint.screen.prefilter import Prefilter
+from ckptlint.syntax.notebook import decode_file, size_limit
 from ckptlint.syntax.reading import (
     Limits,
     SourceError,
     check_nodes,
-    decode_source,
     parse_ast,
     read_bytes,
 )
@@ -92,7 +92,9 @@ class Linter:
                 and self.confirmer.may_hold_site_text(text, self.project.module_name(path)[0]))
 
     def read(self, path: Path) -> str:
-        return decode_source(read_bytes(path, self.config.max_file_size))
+        """The file's Python text (a notebook's code cells joined), or a SourceError."""
+        max_size = self.config.max_file_size
+        return decode_file(path, read_bytes(path, size_limit(path, max_size)), max_size)
 
     def lint_file(self, path: Path, display: str, text: str | None = None) -> FileResult:
         """One file, in this process: read (unless `text` is given), prefilter, analyse."""
@@ -154,7 +156,7 @@ class Linter:
             own = path.resolve()
             result.dependencies = tuple(sorted(str(p) for p in accessed if p != own))
         except SourceError as error:
-            result.findings = [parse_error(display, str(error))]
+            result.findings = [parse_error(display, str(error), error.line)]
             result.sites = []
         except RecursionError:
             result.findings = [parse_error(display, "nesting too deep to analyse")]
@@ -181,8 +183,9 @@ class FileResult:
     cacheable: bool = True
 
 
-def parse_error(display: str, reason: str) -> Finding:
-    data = {"error": reason}
+def parse_error(display: str, reason: str, line: int | None = None) -> Finding:
+    """A CKP999 at the top of the file; `line`: the row of a syntax error (in `data`)."""
+    data: dict = {"error": reason} if line is None else {"error": reason, "line": line}
     return Finding(PARSE_ERROR, render(PARSE_ERROR_MESSAGE, data), display, Position(1, 1),
                    Position(1, 1), data=data)
 
@@ -245,6 +248,10 @@ class Analysis:
                 result.findings.extend(segment_rule.check(segment))
 
 
+ANALYSIS_MODULES = ("ckptlint.syntax.source", "ckptlint.analysis.sites",
+                    "ckptlint.analysis.resolve", "ckptlint.checks.base")
+
+
 def preload_analysis() -> None:
     """Import what `Analysis` needs (libcst, resolver, every rule) in this process.
 
@@ -253,11 +260,17 @@ def preload_analysis() -> None:
     """
     from ckptlint.checks import RULE_CLASSES
 
-    for module in ("ckptlint.syntax.source", "ckptlint.analysis.sites", "ckptlint.analysis.resolve",
-                   "ckptlint.checks.base"):
+    for module in ANALYSIS_MODULES:
         importlib.import_module(module)
     for path in RULE_CLASSES:
         load_class(path)
+
+
+def analysis_modules() -> list[str]:
+    """The modules `preload_analysis` imports (libcst's users, every rule's module)."""
+    from ckptlint.checks import RULE_CLASSES
+
+    return [*ANALYSIS_MODULES, *dict.fromkeys(path.split(":")[0] for path in RULE_CLASSES)]
 
 
 def load_class(path: str):
@@ -300,7 +313,7 @@ def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -
         except OSError:
             info = None
     try:
-        data = read_bytes(path, linter.config.max_file_size)
+        data = read_bytes(path, size_limit(path, linter.config.max_file_size))
     except SourceError as error:
         return Examined(error_result(display, str(error)))
     key = None
@@ -312,7 +325,7 @@ def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -
         if entry is not None:
             return Examined(key=key, entry=entry)
     try:
-        text = decode_source(data)
+        text = decode_file(path, data, linter.config.max_file_size)
     except SourceError as error:
         return Examined(error_result(display, str(error), cacheable=True), key=key)
     result = linter.lint_text(path, display, text, analyse=analyse)

@@ -30,7 +30,8 @@ from ckptlint.engine.linter import (
     preload_analysis,
 )
 from ckptlint.findings import Finding, Position, SiteRecord
-from ckptlint.syntax.reading import SourceError, decode_source
+from ckptlint.syntax.notebook import Notebooks, decode_file, is_notebook
+from ckptlint.syntax.reading import SourceError
 
 if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
     from ckptlint.engine.cache import Cache, CacheKey
@@ -51,6 +52,8 @@ class LintResult:
     # answered from the cache are read and decoded only when asked for.
     sources: MutableMapping[str, str] = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
+    # Notebooks by reported filename: their cells, for reports and rewrites.
+    notebooks: Notebooks = field(default_factory=Notebooks)
 
 
 # -- whole runs ------------------------------------------------------------------------------
@@ -85,12 +88,17 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
                 except (OSError, RuntimeError):  # a symlink loop: reported when read
                     pass
             targets.append((path, str(path)))
+    notebooks = Notebooks()
     if stdin_text is not None:  # linted here, in this process, once the roots are known
         display = stdin_filename or "-"
         text = stdin_text if isinstance(stdin_text, str) else None
+        if is_notebook(display):
+            data = stdin_text.encode("utf-8") if isinstance(stdin_text, str) else stdin_text
+            notebooks.add_stdin(display, data)
+            stdin_text, text = data, None
         if isinstance(stdin_text, bytes):
             try:
-                text = decode_source(stdin_text)
+                text = decode_file(display, stdin_text, config.max_file_size)
             except SourceError as error:
                 stdin_result = error_result(display, str(error))
         if stdin_result is None:
@@ -100,6 +108,7 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
     if stdin_result is not None:
         file_results.insert(0, stdin_result)
     result = finish(file_results, config, ignore_noqa, sources=run.sources)
+    result.notebooks = notebooks
     run.stats["seconds"] = round(time.perf_counter() - started, 3)
     if os.environ.get(STATS_ENV):
         import resource

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ckptlint.findings import Edit, Finding, Fix
 from ckptlint.storage.atomic import write_atomic
+from ckptlint.syntax.notebook import Notebook, is_notebook, read_notebook
 
 MAX_PASSES = 10
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -186,11 +187,19 @@ def fix_findings(findings: list[Finding], sources: Mapping[str, str], unsafe: bo
 
 
 # -- output and writing ------------------------------------------------------------------------
-def unified_diff(file_fix: FileFix) -> str:
+def unified_diff(file_fix: FileFix, notebook: Notebook | None = None) -> str:
+    """The fix as a unified diff; for a notebook, one per changed cell (`nb.ipynb:cell 3`)."""
     name = file_fix.filename
-    lines = difflib.unified_diff(
-        physical_lines(file_fix.original), physical_lines(file_fix.text),
-        fromfile=f"a/{name}", tofile=f"b/{name}")
+    if notebook is None:
+        return diff_text(file_fix.original, file_fix.text, name)
+    before, after = notebook.split(file_fix.original), notebook.split(file_fix.text)
+    return "".join(diff_text(before[cell.index], after[cell.index], f"{name}:cell {cell.number}")
+                   for cell in notebook.cells if before[cell.index] != after[cell.index])
+
+
+def diff_text(original: str, text: str, name: str) -> str:
+    lines = difflib.unified_diff(physical_lines(original), physical_lines(text),
+                                 fromfile=f"a/{name}", tofile=f"b/{name}")
     out = []
     for line in lines:
         ended = line.endswith(("\n", "\r"))
@@ -272,9 +281,16 @@ def write_file(file_fix: FileFix, target: Path, info: os.stat_result) -> None:
 
     try:
         original = target.read_bytes()
-        if decode_source(original) != file_fix.original:
-            raise WriteError("the file changed while it was being fixed; left unchanged")
-        write_atomic(target, encode_like(original, file_fix.text), mode=info.st_mode)
+        if is_notebook(file_fix.filename):
+            notebook = read_notebook(original)
+            if notebook.code != file_fix.original:
+                raise WriteError("the file changed while it was being fixed; left unchanged")
+            new = notebook.with_code(file_fix.text).encode("utf-8")
+        else:
+            if decode_source(original) != file_fix.original:
+                raise WriteError("the file changed while it was being fixed; left unchanged")
+            new = encode_like(original, file_fix.text)
+        write_atomic(target, new, mode=info.st_mode)
         if os.stat(target).st_gid != info.st_gid:
             os.chown(target, -1, info.st_gid)
             os.chmod(target, stat.S_IMODE(info.st_mode))  # chown may clear set-id bits

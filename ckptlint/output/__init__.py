@@ -33,6 +33,8 @@ class OutputContext:
 
     # Reads a linted file's text by its reported filename (for formats that show source).
     read_source: Callable[[str], str | None] = lambda filename: None
+    # Reads a notebook cell's code (as linted) by filename and cell number.
+    read_cell: Callable[[str, int], str | None] = lambda filename, cell: None
     color: bool = False
     extra: dict = field(default_factory=dict)
 

@@ -24,6 +24,12 @@ def to_json(value, **options) -> str:
     return LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+def in_cell(finding: Finding) -> str:
+    """`cell 3: ` before the message of a notebook finding, for formats that can only point
+    at the file (SARIF, GitHub); its rows count in that cell."""
+    return f"cell {finding.cell}: " if finding.cell is not None else ""
+
+
 def is_fixable(finding: Finding, context: OutputContext) -> bool:
     """Whether `--fix` would apply this finding's fix under the current settings.
 

@@ -9,5 +9,5 @@ from ckptlint.output.common import fix_marker
 
 def render(findings: list[Finding], context: OutputContext) -> str:
     return "".join(
-        f"{f.filename}:{f.start.row}:{f.start.column}: {f.code} {fix_marker(f, context)}"
+        f"{f.place}: {f.code} {fix_marker(f, context)}"
         f"{f.message}\n" for f in findings)

@@ -61,14 +61,16 @@ def render(findings: list[Finding], context: OutputContext) -> str:
     cache: dict[str, list[str] | None] = {}
     out = []
     for f in findings:
-        header = (f"{paint(f.filename, '1')}:{f.start.row}:{f.start.column}: "
+        header = (f"{paint(f.filename, '1')}{f.place[len(f.filename):]}: "
                   f"{paint(f.code, '1', '31')} {fix_marker(f, context)}{f.message}"
                   f"{site_suffix(f)}")
         out.append(header)
-        if f.filename not in cache:
-            text = context.read_source(f.filename)
-            cache[f.filename] = split_lines(text) if text is not None else None
-        lines = cache[f.filename]
+        key = f.filename if f.cell is None else f"{f.filename}:cell {f.cell}"
+        if key not in cache:
+            text = (context.read_source(f.filename) if f.cell is None
+                    else context.read_cell(f.filename, f.cell))
+            cache[key] = split_lines(text) if text is not None else None
+        lines = cache[key]
         if lines is not None:
             out.extend(snippet(f, lines, paint))
         if f.fix is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
-from ckptlint.output.common import GITHUB_LEVELS
+from ckptlint.output.common import GITHUB_LEVELS, in_cell
 from ckptlint.output.text import site_suffix
 
 
@@ -30,6 +30,6 @@ def render(findings: list[Finding], context: OutputContext) -> str:
             f"line={f.start.row}", f"col={f.start.column}",
             f"endLine={f.end.row}", f"endColumn={f.end.column}",
         ])
-        message = f"{f.code} {f.message}{site_suffix(f)}"
+        message = f"{f.code} {in_cell(f)}{f.message}{site_suffix(f)}"
         lines.append(f"::{level} {properties}::{escape_data(message)}\n")
     return "".join(lines)

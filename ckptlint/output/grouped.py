@@ -14,10 +14,10 @@ def render(findings: list[Finding], context: OutputContext) -> str:
     out = []
     for filename, group in groupby(findings, key=lambda f: f.filename):
         in_file = list(group)
-        width = max(len(f"{f.start.row}:{f.start.column}") for f in in_file)
+        width = max(len(f.place) - len(filename) - 1 for f in in_file)
         out.append(f"{filename}:\n")
         for f in in_file:
-            where = f"{f.start.row}:{f.start.column}".ljust(width)
+            where = f.place[len(filename) + 1:].ljust(width)
             out.append(f"  {where} {f.code} {fix_marker(f, context)}{f.message}"
                        f"{site_suffix(f)}\n")
         out.append("\n")

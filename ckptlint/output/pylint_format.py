@@ -7,5 +7,5 @@ from ckptlint.output import OutputContext
 
 
 def render(findings: list[Finding], context: OutputContext) -> str:
-    return "".join(f"{f.filename}:{f.start.row}: [{f.code}({f.name})] {f.message}\n"
+    return "".join(f"{f.place.rsplit(':', 1)[0]}: [{f.code}({f.name})] {f.message}\n"
                    for f in findings)

@@ -10,7 +10,7 @@ from urllib.parse import quote
 from ckptlint import __version__
 from ckptlint.findings import Finding
 from ckptlint.output import OutputContext
-from ckptlint.output.common import SARIF_LEVELS, to_json
+from ckptlint.output.common import SARIF_LEVELS, in_cell, to_json
 from ckptlint.output.text import site_suffix
 from ckptlint.registry import rule_info
 
@@ -67,7 +67,7 @@ def result(finding: Finding, rule_index: dict[str, int]) -> dict:
         "ruleId": finding.code,
         "ruleIndex": rule_index[finding.code],
         "level": SARIF_LEVELS[finding.severity],
-        "message": {"text": f"{finding.message}{site_suffix(finding)}"},
+        "message": {"text": f"{in_cell(finding)}{finding.message}{site_suffix(finding)}"},
         "locations": [{"physicalLocation": {
             "artifactLocation": {"uri": uri(finding.filename)},
             "region": region,
@@ -82,6 +82,8 @@ def result(finding: Finding, rule_index: dict[str, int]) -> dict:
                                             "startColumn": finding.site.column}},
         }]
     data["properties"] = {"data": finding.data}
+    if finding.cell is not None:
+        data["properties"]["cell"] = finding.cell
     if finding.fix is not None:
         data["properties"]["fix"] = finding.fix.to_json()
     return data

@@ -17,7 +17,7 @@ def format_line(finding: Finding) -> str:
     verdict = f" [{finding.verdict}]" if finding.verdict else ""
     evidence = f": {finding.evidence}" if finding.evidence else ""
     return (
-        f"{finding.filename}:{finding.start.row}:{finding.start.column}: "
+        f"{finding.place}: "
         f"{finding.code}{verdict} {finding.message}{site_suffix(finding)}{evidence}"
     )
 

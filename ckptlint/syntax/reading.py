@@ -19,7 +19,12 @@ from pathlib import Path
 
 
 class SourceError(Exception):
-    """The file cannot be read or parsed; the message is the reason shown in CKP999."""
+    """The file cannot be read or parsed; the message is the reason shown in CKP999, `line`
+    the row of a syntax error (None when there is none)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 # CPython messages that mean "this is Python 2 code".
@@ -147,7 +152,7 @@ def parse_ast(text: str, filename: str) -> ast.Module:
     try:
         return ast.parse(text, filename=filename)
     except SyntaxError as error:
-        raise SourceError(syntax_reason(error)) from None
+        raise SourceError(syntax_reason(error), error.lineno or None) from None
     except (RecursionError, MemoryError):
         raise SourceError("nesting too deep to parse (Python's parser gave up)") from None
     except ValueError as error:  # e.g. source code string cannot contain null bytes
