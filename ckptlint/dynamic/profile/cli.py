@@ -3,8 +3,9 @@
 Runs COMMAND with every checkpoint call watched by the profile observer (the dynamic mode's
 interception, without its op-by-op recorder) and prints, per checkpoint site, the activation
 memory it frees, what its forward and recompute cost, optionally how its gradients compare
-with a plain run, and a keep/drop/fix call. Exit status: 0, or 2 on usage errors or when the
-command could not start, failed or timed out (what was measured is printed in every case).
+with a plain run, and a keep/drop/fix call; first of all, whether checkpointing ran at all.
+Exit status: 1 when a site is called fix; else 2 on usage errors or when the command could
+not start, failed or timed out; else 0 (what was measured is printed in every case).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def profile(ctx: click.Context, paths: tuple[str, ...], output_format: str,
     (--measure-peak), and a recommendation: keep; drop (CKP502) when it frees less than
     `profile-min-bytes-freed` (default 1 MiB); fix (CKP501) when its replay diverged or its
     gradients differ. The command's own output goes to stderr; the table goes to stdout.
+    Exit status: 1 when a site is called fix, else 2 when the command failed, else 0.
     """
     from ckptlint.dynamic.profile.table import matplotlib_available, plot_install_message
 
@@ -102,11 +104,13 @@ def profile_and_report(command: list[str], paths: list[str], config_file: str | 
     """Run the command profiled and print the report. Returns (exit status, the signal that
     stopped the run or None)."""
     from ckptlint.config import load_config
+    from ckptlint.dynamic.profile.advice import checkpointing_off, left_outside, parent_suggestions
     from ckptlint.dynamic.profile.report import SiteKeys, build_report, load_events
     from ckptlint.dynamic.runner import EventCounter, run_watched
 
     config = load_config(paths, config_file)
-    keys = SiteKeys(static_sites(paths, config))
+    sites = static_sites(paths, config)
+    keys = SiteKeys(sites)
     workdir = tempfile.mkdtemp(prefix="ckptlint-profile-")
     try:
         events_path = os.path.join(workdir, "profile.jsonl")
@@ -132,17 +136,23 @@ def profile_and_report(command: list[str], paths: list[str], config_file: str | 
 
     records = report.records(config.profile_min_bytes_freed)
     notes = _notes(report, records, grad_check, measure_peak)
+    alarm = checkpointing_off(report, len(sites))
+    advice = left_outside(report) + [f"Checkpoint the parent instead: {s.text()}"
+                                     for s in parent_suggestions(report)]
     info = watched.info
     info.report_failure(timeout)
     if output_format == "json":
         sys.stdout.write(json.dumps(records, indent=2) + "\n")
-        for note in notes:
+        for note in ([alarm] if alarm else []) + advice + notes:
             click.echo(f"ckptlint profile: {note}", err=True)
     else:
         from ckptlint.dynamic.profile.table import render_text
-        sys.stdout.write(render_text(records, notes=notes, command_seconds=watched.seconds))
+        sys.stdout.write(render_text(records, notes=notes, command_seconds=watched.seconds,
+                                     alarm=alarm, advice=advice))
     sys.stdout.flush()
     status = 2 if info.failed else 0
+    if any(r["recommendation"] == "fix" for r in records):
+        status = 1
     if plot_file and records:
         from ckptlint.dynamic.profile.table import write_plot
         try:
