@@ -92,8 +92,9 @@ def test_text_table_has_totals_and_reasons(tmp_path):
                           SiteKeys([_site(path, 10), _site(path, 20)]))
     text = render_text(report.records(MIB), notes=["a note"], command_seconds=2.0)
     lines = text.splitlines()
-    assert lines[0].split() == ["site", "calls", "freed/call", "forward/call", "recompute/call",
-                                "grad", "diff", "peak", "saved", "call"]
+    assert lines[0].split() == ["site", "module", "calls", "freed/call", "kept/call",
+                                "forward/call", "recompute/call", "grad", "diff", "peak", "saved",
+                                "call"]
     assert lines[2].startswith(f"{path}:10:5") and lines[3].startswith(f"{path}:20:5")
     total = next(line for line in lines if line.startswith("total (whole run)"))
     assert "8.0 MiB" in total and "1 keep, 1 drop" in total
@@ -131,3 +132,24 @@ def test_cuda_path_defers_results_in_order(tmp_path):
     replays = [e for e in passes if e["phase"] == "replay"]
     assert [e["match"] for e in replays if calls[e["call"]] == 0] == [True] * 3
     assert [e["match"] for e in replays if calls[e["call"]] == 1] == [False] * 3
+
+
+def test_class_rollup_in_the_text_table():
+    from ckptlint.dynamic.profile.table import render_text
+    records = [{"site": {"filename": "t.py", "row": 5, "column": 9}, "module": f"model.layers.{i}",
+                "class": "LlamaDecoderLayer", "calls": 2,
+                "activation_bytes_freed_per_call": 2 * 1024 * 1024, "input_bytes_kept_per_call": 1024,
+                "policy_bytes_kept_per_call": 0, "forward_seconds_per_call": 0.001,
+                "recompute_seconds_per_call": 0.002, "grad_max_abs_diff": None,
+                "peak_bytes_saved": None, "recommendation": "keep", "code": None,
+                "reason": "frees"} for i in range(3)]
+    text = render_text(records)
+    lines = text.splitlines()
+    assert any(line.split()[:3] == ["t.py:5:9", "model.layers.2", "2"] for line in lines), text
+    rollup = lines.index("By class of checkpointed module:")
+    assert lines[rollup + 1].split() == ["class", "modules", "calls", "freed/call", "freed",
+                                         "in", "all", "recompute", "in", "all", "call"]
+    row = lines[rollup + 3].split()
+    assert row[:5] == ["LlamaDecoderLayer", "3", "6", "2.0", "MiB"]
+    assert row[5:7] == ["12.0", "MiB"] and row[-2:] == ["3", "keep"]
+    assert "t.py:5:9 model.layers.0: keep: frees" in text

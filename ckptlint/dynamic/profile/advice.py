@@ -17,6 +17,8 @@ def checkpointing_off(report: Report, static_sites: int) -> str | None:
     if report.checkpointed_with_grad():
         return None
     capable = {cls: n for cls, n in report.layers.items() if n.get("calls")}
+    flagged = {cls: n for cls, n in capable.items() if n.get("flag_on")}
+    capable = flagged or capable       # the layers that were told to checkpoint, if any
     if not static_sites and not capable:
         return None
     found = []
@@ -76,7 +78,9 @@ def left_outside(report: Report, limit: int = LEFT_ROWS) -> list[str]:
     lines = [f"Saved for backward outside any checkpoint: {human_bytes(total)} over the run; "
              "by module (its own operations, not its children's):"]
     for m in modules[:limit]:
-        lines.append(f"  {m.label} ({m.cls}{', in ' + m.root if m.module else ''}): "
+        where = f"{m.module} ({m.cls}, in {m.root})" if m.module else \
+            f"{m.cls} (the outermost module)"
+        lines.append(f"  {where}: "
                      f"{human_bytes(m.saved_per_call)} per call x {m.calls}")
     if len(modules) > limit:
         lines.append(f"  ... and {len(modules) - limit} more modules")

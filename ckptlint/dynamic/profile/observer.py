@@ -184,6 +184,17 @@ def _modules_of(fn, depth: int = 0, out: list | None = None) -> list:
     return out
 
 
+def _bound_tensors(fn) -> list:
+    """Tensors a `functools.partial` binds as arguments (transformers binds a layer's keyword
+    arguments, such as the rotary position embeddings, this way): inputs like the others."""
+    import functools
+    out: list = []
+    while isinstance(fn, functools.partial):
+        out += _tensors((fn.args, fn.keywords or {}))
+        fn = fn.func
+    return out
+
+
 def _params_and_buffers(modules):
     params, buffers, seen = [], [], set()
     for module in modules:
@@ -433,7 +444,7 @@ class ProfileObserver(Observer):
         modules = _modules_of(call.fn)
         params, buffers = _params_and_buffers(modules)
         excluded = set()
-        for t in (*tensors, *params, *buffers):
+        for t in (*tensors, *params, *buffers, *_bound_tensors(call.fn)):
             s = _storage(t)
             if s is not None:
                 excluded.add(s[0])
