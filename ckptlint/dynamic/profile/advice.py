@@ -5,6 +5,7 @@ the activations no checkpoint frees, and sibling checkpoints better merged into 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ckptlint.dynamic.profile.report import Report, human_bytes
 
@@ -145,3 +146,100 @@ def parent_suggestions(report: Report) -> list[ParentSuggestion]:
 
 def _grad_calls(row) -> int:
     return sum(1 for c in row.calls if c.grad)
+
+
+# --------------------------------------------------------------------------- policies
+
+def suggest_policy(site, budget: int) -> dict[str, Any] | None:
+    """A selective-checkpoint policy for one row, from the per-op costs of one forward: save
+    the operators that cost the most recompute time per byte kept, as long as the bytes they
+    keep per call stay within `budget`; never a random or collective operator. A policy
+    names operator overloads, so all calls of a chosen operator in the segment are saved."""
+    if not site.ops:
+        return None
+    candidates, never = [], []
+    for name, count, nbytes, seconds, random, collective in site.ops:
+        if random or collective:
+            never.append(name)
+        elif nbytes > 0:
+            candidates.append((seconds / nbytes, name, nbytes, seconds))
+    save, kept, gained = [], 0, 0.0
+    for _, name, nbytes, seconds in sorted(candidates, reverse=True):
+        if kept + nbytes <= budget:
+            save.append(name)
+            kept += nbytes
+            gained += seconds
+    return {"budget": budget, "save": sorted(save), "predicted_bytes_kept_per_call": kept,
+            "predicted_recompute_seconds_saved": float(f"{gained:.6g}"),
+            "never_saved": sorted(never), "verified": None}
+
+
+def policy_code(save: list[str]) -> str:
+    """Ready-to-paste Python for a suggested policy."""
+    ops = ", ".join(f"torch.ops.{name}" for name in save) or ""
+    return "\n".join([
+        "import functools",
+        "import torch",
+        "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts",
+        "",
+        f"SAVE = {{{ops}}}" if save else "SAVE = set()   # nothing fits the budget: recompute all",
+        "",
+        "def policy(ctx, op, *args, **kwargs):",
+        "    return CheckpointPolicy.MUST_SAVE if op in SAVE else CheckpointPolicy.PREFER_RECOMPUTE",
+        "",
+        "context_fn = functools.partial(create_selective_checkpoint_contexts, policy)",
+        "# checkpoint(fn, *args, use_reentrant=False, context_fn=context_fn)",
+    ])
+
+
+def policy_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The suggested policies, one per distinct operator set, with the rows it is for and,
+    after --verify, what the verifying run measured."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("suggested_policy"):
+            groups.setdefault(tuple(r["suggested_policy"]["save"]), []).append(r)
+    lines = []
+    for save, rows in groups.items():
+        first = rows[0]["suggested_policy"]
+        names = ", ".join(_row_name(r) for r in rows[:4]) + \
+            (f" and {len(rows) - 4} more" if len(rows) > 4 else "")
+        lines.append(f"Suggested selective policy for {names} (budget "
+                     f"{human_bytes(first['budget'])} per call; predicted kept "
+                     f"{human_bytes(first['predicted_bytes_kept_per_call'])} per call"
+                     + (f"; never saved: {', '.join(first['never_saved'])}"
+                        if first["never_saved"] else "") + "):")
+        lines += [f"    {line}" if line else "" for line in policy_code(list(save)).splitlines()]
+        for r in rows:
+            verified = r["suggested_policy"].get("verified")
+            if verified:
+                lines.append(f"  verified at {_row_name(r)}: {verified['text']}")
+    return lines
+
+
+def _row_name(record: dict[str, Any]) -> str:
+    site = record["site"]
+    where = f"{site['filename']}:{site['row']}"
+    return f"{where} {record['module']}" if record.get("module") else where
+
+
+def verification(record: dict[str, Any], measured: dict[str, Any] | None) -> dict[str, Any]:
+    """What the verifying run measured for a row, next to the prediction."""
+    policy = record["suggested_policy"]
+    if measured is None:
+        return {"bytes_kept_per_call": None, "activation_bytes_freed_per_call": None,
+                "grad_max_abs_diff": None, "within_budget": None,
+                "text": "the verifying run did not run this segment with gradients"}
+    kept = measured["policy_bytes_kept_per_call"]
+    diff = measured["grad_max_abs_diff"]
+    agree = measured["recommendation"] != "fix" and diff is not None
+    within = kept <= policy["budget"]
+    text = (f"kept {human_bytes(kept)} per call (predicted "
+            f"{human_bytes(policy['predicted_bytes_kept_per_call'])}, budget "
+            f"{human_bytes(policy['budget'])}: {'within' if within else 'OVER'}), frees "
+            f"{human_bytes(measured['activation_bytes_freed_per_call'])}, gradients "
+            + (f"agree with a plain run (max diff {diff:.2g})" if agree else
+               f"differ: {measured['reason']}" if diff is not None else "not compared"))
+    return {"bytes_kept_per_call": kept,
+            "activation_bytes_freed_per_call": measured["activation_bytes_freed_per_call"],
+            "grad_max_abs_diff": diff, "within_budget": within, "text": text}

@@ -347,7 +347,7 @@ class _Pass:
 
 
 class _CallState:
-    __slots__ = ("excluded", "device", "cuda", "passes", "forward", "mode")
+    __slots__ = ("excluded", "device", "cuda", "passes", "forward", "mode", "op_costs")
 
     def __init__(self, excluded: set, device: torch.device | None, mode: str):
         self.excluded = excluded
@@ -356,6 +356,7 @@ class _CallState:
         self.passes: dict[str, _Pass] = {}
         self.forward: list | None = None
         self.mode = mode
+        self.op_costs: Any = False     # True: record per-op costs of the forward (an OpCosts)
 
 
 def observer() -> "ProfileObserver":
@@ -370,6 +371,9 @@ def observer() -> "ProfileObserver":
     except Exception as exc:   # older torch without global module hooks: no module paths
         obs.emit({"ev": "not_watched", "site": None,
                   "reason": f"modules not tracked ({_error_text(exc)})"})
+    if obs.policies:
+        from ckptlint.dynamic.profile.ops import apply_policies
+        obs.emit({"ev": "policies", "wrapped": apply_policies(obs.policies)})
     return obs
 
 
@@ -386,6 +390,9 @@ class ProfileObserver(Observer):
         self.grad_check = bool(options.get("grad_check"))
         self.measure_peak = bool(options.get("measure_peak"))
         self.grad_calls = int(options.get("grad_check_calls", GRAD_CHECK_CALLS))
+        self.op_costs = options.get("memory_budget") is not None   # per-op costs, once per key
+        self.policies = dict(options.get("policies") or {})        # --verify: applied policies
+        self.costed: set = set()
         self.checked: dict[Any, int] = {}
         self.peaked: set = set()
         self.pending: list = []       # (cuda event | None, callback), resolved in order
@@ -472,6 +479,9 @@ class ProfileObserver(Observer):
         if self.grad_check and self.checked.get(key, 0) < self.grad_calls:
             self.checked[key] = self.checked.get(key, 0) + 1
             call.scratch["grad_check"] = GradCheck(call, args, kwargs, modules, params)
+        if self.op_costs and key not in self.costed:
+            self.costed.add(key)
+            state.op_costs = True
         if self.measure_peak and state.cuda and key not in self.peaked:
             self.peaked.add(key)
             self.emit({"ev": "peak", "call": call.id,
@@ -496,6 +506,10 @@ class ProfileObserver(Observer):
                 record.start_event.record()
             except Exception:
                 record.start_event = None
+        if phase == "forward" and state.op_costs is True:
+            from ckptlint.dynamic.profile.ops import OpCosts
+            state.op_costs = OpCosts()
+            return state.op_costs
         if state.mode == "reentrant" and phase == "replay":
             def pack(x):
                 self.tensor_saved(call, phase, len(record.saved), x)
@@ -542,6 +556,9 @@ class ProfileObserver(Observer):
                  "error": _error_text(info.error)}
         if phase == "forward":
             event["kept"] = _policy_kept(call.scratch.get("forward_context"), state.excluded)
+            if state.op_costs:
+                self.emit({"ev": "ops", "call": call.id, "ops": state.op_costs.table()})
+                state.op_costs = False
         end_event = None
         if record.start_event is not None:
             try:

@@ -86,6 +86,9 @@ class SiteProfile:
     peak: int | None = None
     peak_error: str | None = None
     qualname: str | None = None
+    target: str | None = None           # "file:line:qualname" of the checkpointed function
+    ops: list | None = None             # per-op costs of one forward (--memory-budget)
+    suggestion: dict[str, Any] | None = None   # set by the CLI (advice.suggest_policy)
 
     # -- the numbers README.md's profile section defines
     def measured(self) -> tuple[list[int], str]:
@@ -194,6 +197,7 @@ class SiteProfile:
             # not finite (the checkpointed run raised, or NaN): null, and the reason says why
             "grad_max_abs_diff": diff if diff is not None and math.isfinite(diff) else None,
             "peak_bytes_saved": self.peak,
+            "suggested_policy": self.suggestion,
             "recommendation": recommendation, "code": code, "reason": reason,
         }
 
@@ -325,6 +329,7 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
                                                    event.get("root"))
                 targets = event.get("targets") or ()
                 profile.qualname = targets[0][2] if targets else None
+                profile.target = ":".join(map(str, targets[0])) if targets else None
             call = _Call(event.get("mode", "non-reentrant"), bool(event.get("grad", True)),
                          bool(event.get("preserve_rng_state", True)), event.get("device"),
                          int(event.get("inputs") or 0))
@@ -360,6 +365,10 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
             if key is not None:
                 sites[key].peak = event.get("saved")
                 sites[key].peak_error = event.get("error")
+        elif kind == "ops":
+            key = site_of.get((pid, event.get("call")))
+            if key is not None and sites[key].ops is None:
+                sites[key].ops = event.get("ops") or []
         elif kind == "module":
             _add_module(modules, event)
         elif kind == "layers":

@@ -5,6 +5,7 @@
   parent    the same 4 parents, each checkpointed whole
   nothing   a checkpointed elementwise function (`x * 0.5`): it saves no tensor
   sac       a block under a selective-checkpoint policy that saves matmuls
+  mlp       a matmul block with dropout, checkpointed without a policy (for --memory-budget)
   state     a block reading `self.scale`, which the training loop changes between forward
             and backward (a schedule stepped too early), reentrant and non-reentrant
 With CKPT_TEST_OUT set, `sac` writes there, as JSON, what the same run counts itself with
@@ -109,6 +110,20 @@ class Selective(nn.Module):
         return checkpoint(self.block, x, use_reentrant=False, context_fn=context)  # toy: sac
 
 
+class NoisyMatmul(MatmulBlock):
+    def forward(self, x):
+        return torch.nn.functional.dropout(super().forward(x), 0.1, self.training)
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = NoisyMatmul()
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False)  # toy: mlp
+
+
 class Scaled(nn.Module):
     def __init__(self):
         super().__init__()
@@ -198,6 +213,8 @@ def main():
                 with open(out, "w") as handle:
                     json.dump(expected_sac(model, torch.randn(N, D, requires_grad=True)), handle)
             train(model, steps)
+        elif name == "mlp":
+            train(Plain(), steps)
         elif name == "state":
             train(StateBug(), steps, before_backward=warm_up_schedule)
 
