@@ -28,6 +28,8 @@ SCENARIOS = {
              (PY, "toys.py", "children", "nothing", "sac", "state"), {"CKPT_TEST_OUT": _SAC_OUT}),
     "parent": (("--format", "json", "toys.py"), (PY, "toys.py", "parent"), None),
     "toys_text": (("toys.py",), (PY, "toys.py", "children", "nothing"), None),
+    "budget": (("--format", "json", "--memory-budget", "600KiB", "--verify", "toys.py"),
+               (PY, "toys.py", "mlp"), None),
 }
 
 
@@ -195,3 +197,27 @@ def test_child_and_parent_boundaries_match_the_analytic_bytes(runs):
     kept_children = sum(r["input_bytes_kept_per_call"] for r in rows if r["module"].startswith("parents.0."))
     kept_parent = next(r for r in prow if r["module"] == "parents.0")["input_bytes_kept_per_call"]
     assert kept_children - kept_parent == 128 * KIB
+
+
+# --------------------------------------------------------------------------- policies
+
+@pytest.mark.scenarios("budget")
+def test_suggested_policy_meets_its_budget_in_the_verifying_run(runs):
+    r = runs["budget"].result()
+    assert r.rc == 0, r.stderr[-3000:]
+    (record,) = r.rows("mlp", "toys.py")
+    policy = record["suggested_policy"]
+    budget = 600 * KIB
+    assert policy["budget"] == budget
+    assert 0 < policy["predicted_bytes_kept_per_call"] <= budget
+    # dropout draws random numbers: never saved, whatever the budget
+    assert any("bernoulli" in name or "dropout" in name for name in policy["never_saved"])
+    assert not any("bernoulli" in name or "dropout" in name for name in policy["save"])
+    verified = policy["verified"]
+    assert verified["within_budget"] is True
+    assert verified["bytes_kept_per_call"] <= budget
+    assert close_to(verified["bytes_kept_per_call"], policy["predicted_bytes_kept_per_call"])
+    assert verified["grad_max_abs_diff"] is not None and verified["grad_max_abs_diff"] <= 1e-6
+    # the policy is printed ready to paste
+    assert "SAVE = {torch.ops." in r.stderr and "create_selective_checkpoint_contexts" in r.stderr
+    assert "gradients agree with a plain run" in r.stderr

@@ -96,13 +96,14 @@ def test_json_contract(runs):
     keys = {"site", "module", "class", "calls", "activation_bytes_freed_per_call",
             "input_bytes_kept_per_call", "policy_bytes_kept_per_call", "forward_seconds_per_call",
             "recompute_seconds_per_call", "grad_max_abs_diff", "peak_bytes_saved",
-            "recommendation", "code", "reason"}
+            "suggested_policy", "recommendation", "code", "reason"}
     for record in records:
         assert set(record) == keys
         assert set(record["site"]) == {"filename", "row", "column"}
         assert record["site"]["filename"] == "encoder.py"
         assert record["grad_max_abs_diff"] is None      # no --grad-check
         assert record["peak_bytes_saved"] is None       # CPU, no --measure-peak
+        assert record["suggested_policy"] is None       # no --memory-budget
         assert isinstance(record["activation_bytes_freed_per_call"], int)
     freed = [r["activation_bytes_freed_per_call"] for r in records]
     assert freed == sorted(freed, reverse=True)

@@ -153,3 +153,53 @@ def test_class_rollup_in_the_text_table():
     assert row[:5] == ["LlamaDecoderLayer", "3", "6", "2.0", "MiB"]
     assert row[5:7] == ["12.0", "MiB"] and row[-2:] == ["3", "keep"]
     assert "t.py:5:9 model.layers.0: keep: frees" in text
+
+
+def test_policy_saves_most_recompute_per_byte_within_the_budget_never_random_ops():
+    from ckptlint.dynamic.profile.advice import policy_code, suggest_policy
+    from ckptlint.dynamic.profile.report import SiteProfile
+    site = SiteProfile(("t.py", 1, 1))
+    #          name                      count  bytes       seconds random collective
+    site.ops = [["aten.mm.default",          2, 576 * 1024, 0.004, False, False],
+                ["aten.gelu.default",        1, 512 * 1024, 0.001, False, False],
+                ["aten.native_dropout.default", 1, 8 * 1024, 0.009, True, False],
+                ["_c10d_functional.all_reduce.default", 1, 4 * 1024, 0.02, False, True],
+                ["aten.view.default",        3, 0,          0.0,   False, False]]
+    policy = suggest_policy(site, 600 * 1024)
+    assert policy["save"] == ["aten.mm.default"]
+    assert policy["predicted_bytes_kept_per_call"] == 576 * 1024
+    assert policy["never_saved"] == ["_c10d_functional.all_reduce.default",
+                                     "aten.native_dropout.default"]
+    assert suggest_policy(site, 100 * 1024)["save"] == []        # nothing fits
+    assert suggest_policy(site, 2 * 1024 * 1024)["save"] == ["aten.gelu.default", "aten.mm.default"]
+    code = policy_code(policy["save"])
+    compile(code, "<policy>", "exec")                 # valid Python, ready to paste
+    assert "SAVE = {torch.ops.aten.mm.default}" in code
+
+
+@pytest.mark.parametrize("text, expected", [("1048576", 1048576), ("512KiB", 512 * 1024),
+                                            ("1.5MiB", 3 * 512 * 1024), ("2 GiB", 2 << 30),
+                                            ("64k", 65536)])
+def test_memory_budget_sizes(text, expected):
+    from ckptlint.dynamic.profile.cli import ByteSize
+    assert ByteSize().convert(text, None, None) == expected
+
+
+@pytest.mark.parametrize("bad", ["lots", "-5MiB", "5 parsecs", "0"])
+def test_bad_memory_budget_is_a_usage_error(bad):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "ckptlint", "profile", "--memory-budget", bad,
+                           "--", sys.executable, "-c", "pass"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert "is not a size in bytes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_verify_needs_a_memory_budget():
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "ckptlint", "profile", "--verify", "--",
+                           sys.executable, "-c", "pass"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "give --memory-budget too" in proc.stderr
