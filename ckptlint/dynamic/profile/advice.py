@@ -158,7 +158,7 @@ def suggest_policy(site, budget: int) -> dict[str, Any] | None:
     if not site.ops:
         return None
     candidates, never = [], []
-    for name, count, nbytes, seconds, random, collective in site.ops:
+    for name, _count, nbytes, seconds, random, collective in site.ops:
         if random or collective:
             never.append(name)
         elif nbytes > 0:

@@ -27,8 +27,9 @@ OBSERVER = "ckptlint.dynamic.profile.observer:observer"
 GRAD_CHECK_NOTE = ("--grad-check ran each checked segment twice more before its real forward "
                    "(plain and checkpointed, under torch.random.fork_rng with every RNG set to "
                    "the state of the real call; module buffers and module attributes restored "
-                   "afterwards): other Python side effects in those segments (globals, "
-                   "closures, logging, I/O) ran again.")
+                   "afterwards) and took their gradients when the real replay ran: other "
+                   "Python side effects in those segments (globals, closures, logging, I/O) "
+                   "ran again.")
 
 
 class ByteSize(click.ParamType):

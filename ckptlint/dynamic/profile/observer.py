@@ -7,11 +7,15 @@ CKPTLINT_PROFILE_OUT (options in CKPTLINT_PROFILE_OPTIONS, a JSON object):
 
   {"ev": "start", "pid", "torch", "features", "errors", "argv"}
   {"ev": "call", "id", "pid", "mode", "site": [f, r, c] | null, "targets", "grad",
-   "preserve_rng_state", "device"}
+   "preserve_rng_state", "device", "module", "class", "parent", "root", "inputs"}
   {"ev": "pass", "call", "pid", "phase", "n", "seconds", "bytes", "saved", "excluded",
-   "early_stop", "error", "match", "matters", "text", "timer"}
+   "early_stop", "error", "match", "matters", "text", "timer", "kept" (forward only)}
   {"ev": "grad", "call", "pid", "diff", "close", "error", "checked"}
   {"ev": "peak", "call", "pid", "plain", "checkpointed", "saved", "error"}
+  {"ev": "ops", "call", "pid", "ops": [[name, count, bytes, seconds, random, collective]]}
+  {"ev": "module", "pid", "root", "module", "class", "calls", "inputs", "saved"}  (at exit)
+  {"ev": "layers", "pid", "class", "calls", "flag_on", "training", "grad"}       (at exit)
+  {"ev": "policies", "pid", "wrapped"}  (--verify)
   {"ev": "not_watched", "pid", "site", "reason"}
 
 What it measures, and why it costs (almost) nothing extra:
@@ -32,7 +36,12 @@ What it measures, and why it costs (almost) nothing extra:
   its real forward, under a fork of every RNG (torch CPU and devices, Python, NumPy) set to
   the state the real forward starts from; module buffers and module attributes (rebinding and
   list/dict/set contents) are put back afterwards, but other Python side effects of the
-  segment (globals, closures, logging, I/O) happen again.
+  segment (globals, closures, logging, I/O) happen again. --grad-check takes the gradients of
+  both when the real replay starts, so the checkpointed rerun replays in the same state.
+- modules (`ModuleTracker`): module paths and classes, activations saved outside any
+  checkpoint, each module call's input bytes, and how self-checkpointing layers ran.
+- --memory-budget: per-operator costs of one forward per (site, module) (`ops.OpCosts`);
+  --verify's run applies the suggested policies (`ops.apply_policies`).
 """
 
 from __future__ import annotations

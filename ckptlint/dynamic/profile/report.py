@@ -299,8 +299,8 @@ class Report:
 
 def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
     calls: dict[tuple[int, Any], _Call] = {}                     # (pid, call id)
-    site_of: dict[tuple[int, Any], tuple] = {}
-    sites: dict[tuple, SiteProfile] = {}
+    site_of: dict[tuple[int, Any], tuple[Any, ...]] = {}
+    sites: dict[tuple[Any, ...], SiteProfile] = {}
     modules: dict[tuple[str, str], ModuleTotals] = {}
     layers: dict[str, dict[str, int]] = {}
     not_watched: list = []
@@ -311,6 +311,7 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
     reached = keys.index.reached(tuple(e["site"]) for e in events
                                  if e.get("ev") == "call" and e.get("site"))
     call: _Call | None
+    key: tuple[Any, ...] | None
     for event in events:
         kind, pid = event.get("ev"), event.get("pid", 0)
         if kind == "start":
