@@ -203,3 +203,37 @@ def test_verify_needs_a_memory_budget():
                            sys.executable, "-c", "pass"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and "give --memory-budget too" in proc.stderr
+
+
+def _layers_report(**counts):
+    from ckptlint.dynamic.profile.report import Report
+    return Report([], [], {}, True, layers={"GPT2Block": {"calls": 4, **counts}})
+
+
+@pytest.mark.parametrize("counts, reason", [
+    ({"flag_on": 4, "training": 4, "grad": 0}, "every call ran with gradients off"),
+    ({"flag_on": 4, "training": 0, "grad": 4}, "ran in eval() mode"),
+    ({"flag_on": 0, "training": 4, "grad": 4}, "the gradient_checkpointing flag is off on every "
+                                               "GPT2Block that ran"),
+])
+def test_checkpointing_off_names_the_likely_reason(counts, reason):
+    from ckptlint.dynamic.profile.advice import checkpointing_off
+    alarm = checkpointing_off(_layers_report(**counts), static_sites=0)
+    assert alarm.startswith("checkpointing is not on: GPT2Block layers ran")
+    assert reason in alarm
+
+
+def test_no_alarm_without_sites_or_layers(tmp_path):
+    from ckptlint.dynamic.profile.advice import checkpointing_off
+    from ckptlint.dynamic.profile.report import Report
+    assert checkpointing_off(Report([], [], {}, True), static_sites=0) is None
+    path = _model(tmp_path)
+    from ckptlint.dynamic.profile.report import ModuleTotals
+    inference = Report([], [], {}, True)            # no module ran with gradients on
+    assert "no module ran with gradients on" in checkpointing_off(inference, static_sites=1)
+    gated = Report([], [], {}, True, modules={("Net", ""): ModuleTotals("", "Net", 2, 0, 0)})
+    alarm = checkpointing_off(gated, static_sites=1)
+    assert alarm.startswith("checkpointing is not on: the static pass found 1 checkpoint site,")
+    assert "gated by a condition that was false in this run" in alarm
+    ran = build_report(_events(path, [(10, 4 * MIB, True, False)]), SiteKeys([_site(path, 10)]))
+    assert checkpointing_off(ran, static_sites=1) is None
