@@ -26,7 +26,7 @@ SCENARIOS = {
     "hf_eval": (("hf_models.py",), (PY, "hf_models.py", "llama", "eval"), None),
     "toys": (("--format", "json", "--grad-check", "toys.py"),
              (PY, "toys.py", "children", "nothing", "sac", "state"), {"CKPT_TEST_OUT": _SAC_OUT}),
-    "parent": (("--format", "json", "toys.py"), (PY, "toys.py", "parent"), None),
+    "parent": (("--format", "json", "toys.py"), (PY, "toys.py", "parent", "wrapper"), None),
     "toys_text": (("toys.py",), (PY, "toys.py", "children", "nothing"), None),
     "budget": (("--format", "json", "--memory-budget", "600KiB", "--verify", "toys.py"),
                (PY, "toys.py", "mlp"), None),
@@ -194,6 +194,8 @@ def test_child_and_parent_boundaries_match_the_analytic_bytes(runs):
     assert "would keep only its inputs (64.0 KiB): 128.0 KiB less" in advice[0]
     assert "x 4 Parent modules" in advice[0]
     assert "its one replay holds 256.0 KiB more at once" in advice[0]
+    assert advice[0].endswith("; the same holds for parents.1, parents.2, parents.3")
+    assert len(advice) == 1
     kept_children = sum(r["input_bytes_kept_per_call"] for r in rows if r["module"].startswith("parents.0."))
     kept_parent = next(r for r in prow if r["module"] == "parents.0")["input_bytes_kept_per_call"]
     assert kept_children - kept_parent == 128 * KIB
@@ -221,3 +223,14 @@ def test_suggested_policy_meets_its_budget_in_the_verifying_run(runs):
     # the policy is printed ready to paste
     assert "SAVE = {torch.ops." in r.stderr and "create_selective_checkpoint_contexts" in r.stderr
     assert "gradients agree with a plain run" in r.stderr
+
+
+@pytest.mark.scenarios("parent")
+def test_checkpoint_wrapper_rows_carry_the_wrapped_module_path(runs):
+    _, toys = _scripts()
+    r = runs["parent"].result()
+    rows = r.rows("wrapper", "toys.py")
+    assert sorted(rec["module"] for rec in rows) == [f"parents.{p}" for p in range(4)], r.records
+    for record in rows:
+        assert record["class"] == "Parent"
+        assert record["activation_bytes_freed_per_call"] == 8 * toys.N * toys.D * toys.FLOAT

@@ -144,6 +144,23 @@ def parent_suggestions(report: Report) -> list[ParentSuggestion]:
     return [s for s in found if s.worth_it()]
 
 
+def parent_lines(suggestions: list[ParentSuggestion]) -> list[str]:
+    """One line per parent class: the first parent in full, the others named."""
+    by_class: dict[str, list[ParentSuggestion]] = {}
+    for suggestion in suggestions:
+        by_class.setdefault(suggestion.parent_class, []).append(suggestion)
+    lines = []
+    for group in by_class.values():
+        line = f"Checkpoint the parent instead: {group[0].text()}"
+        if len(group) > 1:
+            others = [s.parent for s in group[1:]]
+            shown = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6
+                                              else "")
+            line += f"; the same holds for {shown}"
+        lines.append(line)
+    return lines
+
+
 def _grad_calls(row) -> int:
     return sum(1 for c in row.calls if c.grad)
 

@@ -143,8 +143,8 @@ def profile_and_report(command: list[str], paths: list[str], config_file: str | 
     stopped the run or None)."""
     from ckptlint.config import load_config
     from ckptlint.dynamic.profile.advice import (checkpointing_off, left_outside,
-                                                 parent_suggestions, policy_lines,
-                                                 suggest_policy)
+                                                 parent_lines, parent_suggestions,
+                                                 policy_lines, suggest_policy)
     from ckptlint.dynamic.profile.report import SiteKeys
 
     config = load_config(paths, config_file)
@@ -160,8 +160,8 @@ def profile_and_report(command: list[str], paths: list[str], config_file: str | 
     records = report.records(config.profile_min_bytes_freed)
     notes = _notes(report, records, grad_check, measure_peak)
     alarm = checkpointing_off(report, len(sites))
-    advice = left_outside(report) + [f"Checkpoint the parent instead: {s.text()}"
-                                     for s in parent_suggestions(report)] + policy_lines(records)
+    advice = (left_outside(report) + parent_lines(parent_suggestions(report))
+              + policy_lines(records))
     info = watched.info
     info.report_failure(timeout)
     if output_format == "json":

@@ -241,6 +241,15 @@ def _compare(forward: list, replay: list, early_stop: bool) -> tuple[bool, str]:
 
 # --------------------------------------------------------------------------- modules
 
+# torch's checkpoint_wrapper holds the module it checkpoints under this attribute; the path
+# users know is the wrapper's (torch strips the same prefix from state dicts).
+WRAPPED = "_checkpoint_wrapped_module"
+
+
+def _without_wrapper(path: str) -> str:
+    return ".".join(part for part in path.split(".") if part != WRAPPED)
+
+
 class ModuleTracker:
     """Which modules are running, through torch's global module hooks (profile only).
 
@@ -280,7 +289,8 @@ class ModuleTracker:
         root = self.stack[0][0] if self.stack else module
         entry = self.names.get(id(root))
         if entry is None or entry[0] is not root:
-            entry = self.names[id(root)] = (root, {id(m): n for n, m in root.named_modules()})
+            entry = self.names[id(root)] = (root, {id(m): _without_wrapper(n)
+                                                   for n, m in root.named_modules()})
         return entry[1].get(id(module))
 
     def root_class(self, module) -> str:

@@ -3,6 +3,7 @@
 `python toys.py SCENARIO... [--steps N]`, scenarios (each trains its own model):
   children  4 parents, each checkpointing its 3 children one by one
   parent    the same 4 parents, each checkpointed whole
+  wrapper   the same 4 parents, each wrapped by apply_activation_checkpointing
   nothing   a checkpointed elementwise function (`x * 0.5`): it saves no tensor
   sac       a block under a selective-checkpoint policy that saves matmuls
   mlp       a matmul block with dropout, checkpointed without a policy (for --memory-budget)
@@ -65,6 +66,17 @@ class Stack(nn.Module):
             x = parent(x) if self.wrap_children else \
                 checkpoint(parent, x, use_reentrant=False)  # toy: parent
         return x
+
+
+def wrapped(model):
+    """Each Parent wrapped in place by torch's checkpoint_wrapper (the children are not
+    checkpointed themselves)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        apply_activation_checkpointing)
+    for parent in model.parents:
+        parent.wrap_children = False
+    apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Parent))  # toy: wrapper
+    return model
 
 
 def halve(x):
@@ -204,6 +216,8 @@ def main():
             train(Stack(wrap_children=True), steps)
         elif name == "parent":
             train(Stack(wrap_children=False), steps)
+        elif name == "wrapper":
+            train(wrapped(Stack(wrap_children=True)), steps)
         elif name == "nothing":
             train(Halving(), steps)
         elif name == "sac":
