@@ -55,6 +55,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 import torch
@@ -263,7 +264,8 @@ class ModuleTracker:
 
     def __init__(self):
         self.stack: list = []   # [(module, storages saved for backward in it directly)]
-        self.names: dict[int, tuple[Any, dict[int, str]]] = {}   # id(root) -> (root, names)
+        self.names: dict[int, tuple[Any, dict[int, str]]] = {}   # id(root) -> (ref, names)
+        self.unnamed: set[tuple[int, int]] = set()   # (root, module) not below that root
         # (root class, module path) -> {"root", "module", "class", "calls", "inputs", "saved"}:
         # calls with gradients on, the bytes of their inputs, the bytes saved for backward
         # directly in them (outside any checkpoint)
@@ -288,9 +290,13 @@ class ModuleTracker:
         None when it is not below any running module."""
         root = self.stack[0][0] if self.stack else module
         entry = self.names.get(id(root))
-        if entry is None or entry[0] is not root:
-            entry = self.names[id(root)] = (root, {id(m): _without_wrapper(n)
-                                                   for n, m in root.named_modules()})
+        stale = entry is not None and id(module) not in entry[1] \
+            and (id(root), id(module)) not in self.unnamed
+        if entry is None or entry[0]() is not root or stale:   # weak: models can go
+            entry = self.names[id(root)] = (weakref.ref(root), {
+                id(m): _without_wrapper(n) for n, m in root.named_modules()})
+            if id(module) not in entry[1]:       # not a submodule: do not look again
+                self.unnamed.add((id(root), id(module)))
         return entry[1].get(id(module))
 
     def root_class(self, module) -> str:
