@@ -7,11 +7,15 @@ CKPTLINT_PROFILE_OUT (options in CKPTLINT_PROFILE_OPTIONS, a JSON object):
 
   {"ev": "start", "pid", "torch", "features", "errors", "argv"}
   {"ev": "call", "id", "pid", "mode", "site": [f, r, c] | null, "targets", "grad",
-   "preserve_rng_state", "device"}
+   "preserve_rng_state", "device", "module", "class", "parent", "root", "inputs"}
   {"ev": "pass", "call", "pid", "phase", "n", "seconds", "bytes", "saved", "excluded",
-   "early_stop", "error", "match", "matters", "text", "timer"}
+   "early_stop", "error", "match", "matters", "text", "timer", "kept" (forward only)}
   {"ev": "grad", "call", "pid", "diff", "close", "error", "checked"}
   {"ev": "peak", "call", "pid", "plain", "checkpointed", "saved", "error"}
+  {"ev": "ops", "call", "pid", "ops": [[name, count, bytes, seconds, random, collective]]}
+  {"ev": "module", "pid", "root", "module", "class", "calls", "inputs", "saved"}  (at exit)
+  {"ev": "layers", "pid", "class", "calls", "flag_on", "training", "grad"}       (at exit)
+  {"ev": "policies", "pid", "wrapped"}  (--verify)
   {"ev": "not_watched", "pid", "site", "reason"}
 
 What it measures, and why it costs (almost) nothing extra:
@@ -32,7 +36,12 @@ What it measures, and why it costs (almost) nothing extra:
   its real forward, under a fork of every RNG (torch CPU and devices, Python, NumPy) set to
   the state the real forward starts from; module buffers and module attributes (rebinding and
   list/dict/set contents) are put back afterwards, but other Python side effects of the
-  segment (globals, closures, logging, I/O) happen again.
+  segment (globals, closures, logging, I/O) happen again. --grad-check takes the gradients of
+  both when the real replay starts, so the checkpointed rerun replays in the same state.
+- modules (`ModuleTracker`): module paths and classes, activations saved outside any
+  checkpoint, each module call's input bytes, and how self-checkpointing layers ran.
+- --memory-budget: per-operator costs of one forward per (site, module) (`ops.OpCosts`);
+  --verify's run applies the suggested policies (`ops.apply_policies`).
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 import torch
@@ -53,6 +63,7 @@ import torch
 from ckptlint.dynamic.watch.compare import same_digest
 from ckptlint.dynamic.watch.digest import digest, resolve
 from ckptlint.dynamic.watch.observer import CheckpointCall, Observer, PassEnd
+from ckptlint.dynamic.watch.torch_adapter import module_of
 
 try:
     from torch.utils._python_dispatch import _disable_current_modes
@@ -67,6 +78,11 @@ _local = threading.local()
 
 def _busy() -> bool:
     return getattr(_local, "busy", False)
+
+
+def _replaying() -> bool:
+    """A checkpoint's replay is running in this thread (its modules run a second time)."""
+    return getattr(_local, "replaying", 0) > 0
 
 
 @contextlib.contextmanager
@@ -117,6 +133,21 @@ def _storage(t: torch.Tensor):
     return (str(t.device), ptr), nbytes
 
 
+def _activations(tensors) -> dict:
+    """{storage key: nbytes} of the tensors that are not nn.Parameters (nor views of one)."""
+    out = {}
+    for t in tensors:
+        s = _storage(t)
+        if s is not None and not isinstance(t, torch.nn.Parameter) \
+                and not isinstance(getattr(t, "_base", None), torch.nn.Parameter):
+            out[s[0]] = s[1]
+    return out
+
+
+def _activation_bytes(value) -> int:
+    return sum(_activations(_tensors(value)).values())
+
+
 def _is_parameter(t: torch.Tensor) -> bool:
     if isinstance(t, torch.nn.Parameter):
         return True
@@ -163,6 +194,17 @@ def _modules_of(fn, depth: int = 0, out: list | None = None) -> list:
     return out
 
 
+def _bound_tensors(fn) -> list:
+    """Tensors a `functools.partial` binds as arguments (transformers binds a layer's keyword
+    arguments, such as the rotary position embeddings, this way): inputs like the others."""
+    import functools
+    out: list = []
+    while isinstance(fn, functools.partial):
+        out += _tensors((fn.args, fn.keywords or {}))
+        fn = fn.func
+    return out
+
+
 def _params_and_buffers(modules):
     params, buffers, seen = [], [], set()
     for module in modules:
@@ -198,6 +240,124 @@ def _compare(forward: list, replay: list, early_stop: bool) -> tuple[bool, str]:
     return True, "matched"
 
 
+# --------------------------------------------------------------------------- modules
+
+# torch's checkpoint_wrapper holds the module it checkpoints under this attribute; the path
+# users know is the wrapper's (torch strips the same prefix from state dicts).
+WRAPPED = "_checkpoint_wrapped_module"
+
+
+def _without_wrapper(path: str) -> str:
+    return ".".join(part for part in path.split(".") if part != WRAPPED)
+
+
+class ModuleTracker:
+    """Which modules are running, through torch's global module hooks (profile only).
+
+    It names each checkpointed module by its path from the outermost running module
+    (`model.layers.3`), attributes activations saved *outside* any checkpoint to the
+    innermost running module (a program-wide identity `saved_tensors_hooks`: a checkpoint's
+    own hooks sit on top of it, so what it sees is exactly what no checkpoint frees), keeps
+    each module call's input bytes (what a checkpoint of that module would keep), and notes
+    how layers that can checkpoint themselves (transformers' `gradient_checkpointing`
+    attribute) ran: in training or eval mode, with gradients on or off."""
+
+    def __init__(self):
+        self.stack: list = []   # [(module, storages saved for backward in it directly)]
+        self.names: dict[int, tuple[Any, dict[int, str]]] = {}   # id(root) -> (ref, names)
+        self.unnamed: set[tuple[int, int]] = set()   # (root, module) not below that root
+        # (root class, module path) -> {"root", "module", "class", "calls", "inputs", "saved"}:
+        # calls with gradients on, the bytes of their inputs, the bytes saved for backward
+        # directly in them (outside any checkpoint)
+        self.modules: dict[tuple[str, str], dict[str, Any]] = {}
+        self.layers: dict[str, dict[str, Any]] = {}              # gc-capable layers, by class
+        # A non-reentrant checkpoint saves its inputs through the same hooks right before
+        # its forward: they are the checkpoint's own (its kept bytes), not outside saves.
+        self.checkpoint_inputs: set = set()
+        self._handles = []
+        self._hooks = None
+
+    def install(self) -> None:
+        from torch.nn.modules import module as module_mod
+        self._handles = [module_mod.register_module_forward_pre_hook(self._enter),
+                         module_mod.register_module_forward_hook(self._leave, with_kwargs=True)]
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda x: x)
+        self._hooks.__enter__()
+
+    # -- names
+    def name_of(self, module) -> str | None:
+        """Path of `module` under the outermost running module; "" for that module itself;
+        None when it is not below any running module."""
+        root = self.stack[0][0] if self.stack else module
+        entry = self.names.get(id(root))
+        stale = entry is not None and id(module) not in entry[1] \
+            and (id(root), id(module)) not in self.unnamed
+        if entry is None or entry[0]() is not root or stale:   # weak: models can go
+            entry = self.names[id(root)] = (weakref.ref(root), {
+                id(m): _without_wrapper(n) for n, m in root.named_modules()})
+            if id(module) not in entry[1]:       # not a submodule: do not look again
+                self.unnamed.add((id(root), id(module)))
+        return entry[1].get(id(module))
+
+    def root_class(self, module) -> str:
+        """Class of the outermost running module (the model), which names the paths."""
+        return type(self.stack[0][0] if self.stack else module).__name__
+
+    def parent_of(self, module):
+        """The innermost running module other than `module`."""
+        for running, _ in reversed(self.stack):
+            if running is not module:
+                return running
+        return None
+
+    # -- hooks
+    def _enter(self, module, args):
+        if _busy() or _replaying():
+            return
+        self.stack.append((module, {}))
+        flag = getattr(module, "gradient_checkpointing", None)
+        if isinstance(flag, bool):
+            entry = self.layers.setdefault(type(module).__name__, {
+                "calls": 0, "flag_on": 0, "training": 0, "grad": 0})
+            entry["calls"] += 1
+            entry["flag_on"] += flag
+            entry["training"] += module.training
+            entry["grad"] += torch.is_grad_enabled()
+
+    def _leave(self, module, args, kwargs, output):
+        if _busy() or _replaying():
+            return
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] is module:
+                packed = self.stack[i][1]
+                name = self.name_of(module)
+                del self.stack[i:]
+                if name is not None and torch.is_grad_enabled():
+                    root = self.root_class(module)
+                    totals = self.modules.setdefault((root, name), {
+                        "root": root, "module": name, "class": type(module).__name__,
+                        "calls": 0, "inputs": 0, "saved": 0})
+                    totals["calls"] += 1
+                    totals["inputs"] += _activation_bytes((args, kwargs))
+                    totals["saved"] += sum(packed.values())
+                return
+
+    def _pack(self, tensor):
+        try:
+            if self.stack and not _busy() and not _replaying() and not _is_parameter(tensor):
+                s = _storage(tensor)
+                if s is not None and s[0] not in self.checkpoint_inputs:
+                    self.stack[-1][1][s[0]] = s[1]
+        except Exception:
+            pass
+        return tensor
+
+    def events(self) -> list[dict[str, Any]]:
+        out = [{"ev": "module", **totals} for totals in self.modules.values()]
+        out += [{"ev": "layers", "class": cls, **entry} for cls, entry in self.layers.items()]
+        return out
+
+
 # --------------------------------------------------------------------------- per call
 
 class _Pass:
@@ -212,7 +372,7 @@ class _Pass:
 
 
 class _CallState:
-    __slots__ = ("excluded", "device", "cuda", "passes", "forward", "mode")
+    __slots__ = ("excluded", "device", "cuda", "passes", "forward", "mode", "op_costs")
 
     def __init__(self, excluded: set, device: torch.device | None, mode: str):
         self.excluded = excluded
@@ -221,6 +381,7 @@ class _CallState:
         self.passes: dict[str, _Pass] = {}
         self.forward: list | None = None
         self.mode = mode
+        self.op_costs: Any = False     # True: record per-op costs of the forward (an OpCosts)
 
 
 def observer() -> "ProfileObserver":
@@ -230,6 +391,14 @@ def observer() -> "ProfileObserver":
     from ckptlint.dynamic.watch.recorder import start_event
     obs = ProfileObserver()
     obs.emit(start_event(dict(torch_adapter.FEATURES), dict(torch_adapter.ERRORS)))
+    try:
+        obs.tracker.install()
+    except Exception as exc:   # older torch without global module hooks: no module paths
+        obs.emit({"ev": "not_watched", "site": None,
+                  "reason": f"modules not tracked ({_error_text(exc)})"})
+    if obs.policies:
+        from ckptlint.dynamic.profile.ops import apply_policies
+        obs.emit({"ev": "policies", "wrapped": apply_policies(obs.policies)})
     return obs
 
 
@@ -246,10 +415,14 @@ class ProfileObserver(Observer):
         self.grad_check = bool(options.get("grad_check"))
         self.measure_peak = bool(options.get("measure_peak"))
         self.grad_calls = int(options.get("grad_check_calls", GRAD_CHECK_CALLS))
+        self.op_costs = options.get("memory_budget") is not None   # per-op costs, once per key
+        self.policies = dict(options.get("policies") or {})        # --verify: applied policies
+        self.costed: set = set()
         self.checked: dict[Any, int] = {}
         self.peaked: set = set()
         self.pending: list = []       # (cuda event | None, callback), resolved in order
         self.lock = threading.RLock()
+        self.tracker = ModuleTracker()
         atexit.register(self.flush)
 
     def emit(self, event: dict[str, Any]) -> None:
@@ -286,6 +459,10 @@ class ProfileObserver(Observer):
 
     def flush(self) -> None:
         self._drain(block=True)
+        for event in self.tracker.events():
+            self.emit(event)
+        self.tracker.modules.clear()
+        self.tracker.layers.clear()
 
     # -- observer hooks
     def call_started(self, call: CheckpointCall) -> None:
@@ -299,7 +476,7 @@ class ProfileObserver(Observer):
         modules = _modules_of(call.fn)
         params, buffers = _params_and_buffers(modules)
         excluded = set()
-        for t in (*tensors, *params, *buffers):
+        for t in (*tensors, *params, *buffers, *_bound_tensors(call.fn)):
             s = _storage(t)
             if s is not None:
                 excluded.add(s[0])
@@ -308,17 +485,28 @@ class ProfileObserver(Observer):
             device = tensors[0].device
         state = _CallState(excluded, device, call.mode)
         call.scratch["profile"] = state
+        inputs = _activations(tensors)
+        self.tracker.checkpoint_inputs = set(inputs)
+        module = module_of(call.fn)
+        parent = self.tracker.parent_of(module) if module is not None else None
         self.emit({"ev": "call", "id": call.id, "mode": call.mode, "site": call.site,
                    "targets": call.targets, "grad": call.grad_enabled,
                    "preserve_rng_state": call.preserve_rng_state,
-                   "device": str(device) if device is not None else None})
+                   "device": str(device) if device is not None else None,
+                   "module": self.tracker.name_of(module) if module is not None else None,
+                   "class": type(module).__name__ if module is not None else None,
+                   "parent": self.tracker.name_of(parent) if parent is not None else None,
+                   "root": self.tracker.root_class(module) if module is not None else None,
+                   "inputs": sum(inputs.values())})
         if not call.grad_enabled:
             return
-        key = (call.site, tuple(call.targets))
+        key = (call.site, tuple(call.targets), id(module))
         if self.grad_check and self.checked.get(key, 0) < self.grad_calls:
             self.checked[key] = self.checked.get(key, 0) + 1
-            self.emit({"ev": "grad", "call": call.id,
-                       **grad_check(call, args, kwargs, modules, params, buffers)})
+            call.scratch["grad_check"] = GradCheck(call, args, kwargs, modules, params)
+        if self.op_costs and key not in self.costed:
+            self.costed.add(key)
+            state.op_costs = True
         if self.measure_peak and state.cuda and key not in self.peaked:
             self.peaked.add(key)
             self.emit({"ev": "peak", "call": call.id,
@@ -328,6 +516,13 @@ class ProfileObserver(Observer):
         state = call.scratch.get("profile")
         if state is None or phase == "replay_now":
             return None
+        if phase == "forward":
+            self.tracker.checkpoint_inputs = set()
+        if phase == "replay":
+            check = call.scratch.pop("grad_check", None)
+            if check is not None:
+                self.emit({"ev": "grad", "call": call.id, **check.finish()})
+            _local.replaying = getattr(_local, "replaying", 0) + 1
         record = _Pass()
         state.passes[phase] = record
         if state.cuda:
@@ -336,6 +531,10 @@ class ProfileObserver(Observer):
                 record.start_event.record()
             except Exception:
                 record.start_event = None
+        if phase == "forward" and state.op_costs is True:
+            from ckptlint.dynamic.profile.ops import OpCosts
+            state.op_costs = OpCosts()
+            return state.op_costs
         if state.mode == "reentrant" and phase == "replay":
             def pack(x):
                 self.tensor_saved(call, phase, len(record.saved), x)
@@ -373,11 +572,18 @@ class ProfileObserver(Observer):
         record = state.passes.pop(phase, None) if state is not None else None
         if record is None:
             return
+        if phase == "replay":
+            _local.replaying -= 1
         event = {"ev": "pass", "call": call.id, "phase": phase, "n": call.passes.get(phase, 1),
                  "seconds": max(0.0, info.seconds - record.hook_seconds), "timer": "wall",
                  "bytes": sum(record.storages.values()), "saved": len(record.saved),
                  "excluded": sum(record.excluded.values()), "early_stop": info.early_stopped,
                  "error": _error_text(info.error)}
+        if phase == "forward":
+            event["kept"] = _policy_kept(call.scratch.get("forward_context"), state.excluded)
+            if state.op_costs:
+                self.emit({"ev": "ops", "call": call.id, "ops": state.op_costs.table()})
+                state.op_costs = False
         end_event = None
         if record.start_event is not None:
             try:
@@ -415,6 +621,33 @@ class ProfileObserver(Observer):
     def compile_used(self, site) -> None:
         self.not_watched(site, "torch.compile used here: checkpoints inside compiled code run "
                                "as a compiled higher-order op that ckptlint cannot profile")
+
+
+def _policy_kept(context, excluded: set) -> int:
+    """Bytes of the distinct storages a selective-checkpoint policy kept in the forward (the
+    op outputs it saves instead of recomputing), not counting the call's inputs, parameters
+    and buffers. torch keeps them in the forward context's `storage` (op -> index -> outputs
+    wrapped with their version); 0 without a policy."""
+    storage = getattr(context, "storage", None)
+    if not isinstance(storage, dict):
+        return 0
+    kept: dict = {}
+
+    def visit(value, depth=0):
+        value = getattr(value, "val", value)           # torch's _VersionWrapper
+        if isinstance(value, torch.Tensor):
+            s = _storage(value)
+            if s is not None and s[0] not in excluded:
+                kept[s[0]] = s[1]
+        elif depth < 4 and isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item, depth + 1)
+        elif depth < 4 and isinstance(value, dict):
+            for item in value.values():
+                visit(item, depth + 1)
+
+    visit(storage)
+    return sum(kept.values())
 
 
 def _error_text(error) -> str | None:
@@ -577,92 +810,131 @@ def _upstream(outputs):
             for o in outputs]
 
 
-def _gradients(call, fn, args, kwargs, params, checkpointed: bool):
-    """Gradients of the inputs and parameters for one run (plain or checkpointed)."""
-    from torch.utils import checkpoint as cp
-    a, k, leaves = _leaf_copies(args, kwargs)
-    reentrant = call.mode == "reentrant"
-    if checkpointed:
-        if reentrant:
-            out = cp.checkpoint(fn, *a, use_reentrant=True,
+class _Run:
+    """One extra forward of the segment (plain or checkpointed) on fresh leaf copies of its
+    inputs, kept with its graph until its gradients are taken."""
+
+    def __init__(self, call, args, kwargs, params, checkpointed: bool):
+        from torch.utils import checkpoint as cp
+        a, k, leaves = _leaf_copies(args, kwargs)
+        self.args = a
+        self.reentrant = checkpointed and call.mode == "reentrant"
+        if not checkpointed:
+            out = call.fn(*a, **k)
+        elif self.reentrant:
+            out = cp.checkpoint(call.fn, *a, use_reentrant=True,
                                 preserve_rng_state=call.preserve_rng_state)
         else:
-            out = cp.checkpoint(fn, *a, use_reentrant=False,
+            out = cp.checkpoint(call.fn, *a, use_reentrant=False,
                                 preserve_rng_state=call.preserve_rng_state, **k)
-    else:
-        out = fn(*a, **k)
-    outputs = _outputs(out)
-    wrt = leaves + [p for p in params if p.requires_grad]
-    if not outputs or not wrt:
-        return None, len(wrt)
-    grads_out = _upstream(outputs)
-    if checkpointed and reentrant:
-        # Reentrant checkpoint refuses autograd.grad(); backward() accumulates into .grad,
-        # so the parameters' own .grad are set aside and put back.
-        kept = [p.grad for p in params]
-        for p in params:
-            p.grad = None
-        try:
-            torch.autograd.backward(outputs, grads_out, retain_graph=True)
-            grads = [t.grad for t in wrt]
-        finally:
-            for p, g in zip(params, kept):
-                p.grad = g
-        return grads, len(wrt)
-    # retain_graph: should the segment hand an output of this run to the program (a side
-    # effect), the program's own backward through it must not fail.
-    grads = torch.autograd.grad(outputs, wrt, grads_out, allow_unused=True, retain_graph=True)
-    return list(grads), len(wrt)
+        self.outputs = _outputs(out)
+        self.params = params
+        self.wrt = leaves + [p for p in params if p.requires_grad]
 
-
-def grad_check(call: CheckpointCall, args, kwargs, modules, params, buffers) -> dict[str, Any]:
-    """Gradients of the segment's inputs and parameters, checkpointed vs plain, from the RNG
-    state its real forward starts from. Runs the segment twice more (side effects included)."""
-    fn = call.fn
-    result: dict[str, Any] = {"diff": None, "close": None, "error": None, "checked": 0,
-                              "buffers_restored": 0}
-    saved_buffers = _Buffers(modules)
-    try:
-        with _quiet_rerun(args) as rng:
-            rng.reset()
-            plain, n = _gradients(call, fn, args, kwargs, params, checkpointed=False)
-            result["buffers_restored"] += saved_buffers.restore()
-            rng.reset()
+    def gradients(self):
+        """Gradients of its inputs and parameters for a fixed upstream gradient, or None when
+        nothing requires grad."""
+        if not self.outputs or not self.wrt:
+            return None
+        grads_out = _upstream(self.outputs)
+        if self.reentrant:
+            # Reentrant checkpoint refuses autograd.grad(); backward() accumulates into .grad,
+            # so the parameters' own .grad are set aside and put back.
+            kept = [p.grad for p in self.params]
+            for p in self.params:
+                p.grad = None
             try:
-                ckpt, _ = _gradients(call, fn, args, kwargs, params, checkpointed=True)
-            except Exception as exc:   # e.g. CheckpointError: the replay saved other tensors
-                result.update(close=False, diff=math.inf, error=f"checkpointed run: "
-                              f"{_error_text(exc)}", checked=n)
-                return result
-        result["checked"] = n
-        if plain is None or ckpt is None:
-            result["error"] = "no output or input of the segment requires grad"
-            return result
-        worst, close = 0.0, True
-        with torch.no_grad(), _disable_current_modes():
-            for gp, gc in zip(plain, ckpt):
-                if gp is None and gc is None:
-                    continue
-                if gp is None or gc is None:
-                    other = gc if gp is None else gp
-                    worst = max(worst, float(other.abs().max()) if other.numel() else 0.0)
-                    close = False   # a gradient lost (e.g. reentrant with no input needing grad)
-                    continue
-                if gp.numel() == 0:
-                    continue
-                d = float((gc.to(torch.float64) - gp.to(torch.float64)).abs().max())
-                worst = max(worst, d if not math.isnan(d) else math.inf)
-                if not torch.allclose(gc, gp, rtol=RTOL, atol=ATOL, equal_nan=True):
-                    close = False
-        result.update(diff=worst, close=close)
-    except Exception as exc:
-        result["error"] = _error_text(exc)
-    finally:
+                torch.autograd.backward(self.outputs, grads_out)
+                return [t.grad for t in self.wrt]
+            finally:
+                for p, g in zip(self.params, kept):
+                    p.grad = g
+        return list(torch.autograd.grad(self.outputs, self.wrt, grads_out, allow_unused=True))
+
+
+class GradCheck:
+    """`--grad-check` for one call, in two halves. At the real forward: a plain run and a
+    checkpointed run of the segment from the RNG state the real forward starts from (module
+    state put back after each). When the real replay starts, in backward: the gradients of
+    both, so the checkpointed run's replay sees the program's state at that moment, as the
+    real replay does (state changed between forward and backward, by the segment's own
+    code or the training loop, shows up as a difference)."""
+
+    def __init__(self, call: CheckpointCall, args, kwargs, modules, params):
+        self.modules = modules
+        self.error: str | None = None
+        self.plain = self.checkpointed = None
+        self.restored = 0
+        saved = _Buffers(modules)
         try:
-            result["buffers_restored"] += saved_buffers.restore()
-        except Exception:
-            pass
-    return result
+            with _quiet_rerun(args) as rng:
+                rng.reset()
+                self.plain = _Run(call, args, kwargs, params, checkpointed=False)
+                self.restored += saved.restore()
+                rng.reset()
+                self.checkpointed = _Run(call, args, kwargs, params, checkpointed=True)
+        except Exception as exc:
+            self.error = _error_text(exc)
+        finally:
+            self.restored += _restore_quietly(saved)
+
+    def finish(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"diff": None, "close": None, "error": self.error,
+                                  "checked": 0, "buffers_restored": self.restored}
+        if self.error or self.plain is None or self.checkpointed is None:
+            if self.plain is not None and self.checkpointed is None:   # its forward raised
+                result.update(close=False, diff=math.inf,
+                              error=f"checkpointed run: {self.error}")
+            return result
+        saved = _Buffers(self.modules)
+        try:
+            with _quiet_rerun(self.checkpointed.args):
+                plain = self.plain.gradients()
+                try:
+                    ckpt = self.checkpointed.gradients()
+                except Exception as exc:   # e.g. CheckpointError: the replay saved other tensors
+                    result.update(close=False, diff=math.inf, checked=len(self.plain.wrt),
+                                  error=f"checkpointed run: {_error_text(exc)}")
+                    return result
+            result["checked"] = len(self.plain.wrt)
+            if plain is None or ckpt is None:
+                result["error"] = "no output or input of the segment requires grad"
+                return result
+            result.update(_difference(plain, ckpt))
+        except Exception as exc:
+            result["error"] = _error_text(exc)
+        finally:
+            result["buffers_restored"] += _restore_quietly(saved)
+            self.plain = self.checkpointed = None
+        return result
+
+
+def _restore_quietly(saved: "_Buffers") -> int:
+    try:
+        return saved.restore()
+    except Exception:
+        return 0
+
+
+def _difference(plain, ckpt) -> dict[str, Any]:
+    """{"diff": largest absolute difference, "close": torch.allclose on every pair}."""
+    worst, close = 0.0, True
+    with torch.no_grad(), _disable_current_modes():
+        for gp, gc in zip(plain, ckpt):
+            if gp is None and gc is None:
+                continue
+            if gp is None or gc is None:
+                other = gc if gp is None else gp
+                worst = max(worst, float(other.abs().max()) if other.numel() else 0.0)
+                close = False   # a gradient lost (e.g. reentrant with no input needing grad)
+                continue
+            if gp.numel() == 0:
+                continue
+            d = float((gc.to(torch.float64) - gp.to(torch.float64)).abs().max())
+            worst = max(worst, d if not math.isnan(d) else math.inf)
+            if not torch.allclose(gc, gp, rtol=RTOL, atol=ATOL, equal_nan=True):
+                close = False
+    return {"diff": worst, "close": close}
 
 
 def measure_peak(call: CheckpointCall, args, kwargs, modules, buffers, device) -> dict[str, Any]:

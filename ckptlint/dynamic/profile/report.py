@@ -64,6 +64,8 @@ class _Call:
     grad: bool
     preserve: bool
     device: str | None
+    inputs: int = 0                     # bytes of its input tensors (what the checkpoint keeps)
+    policy_kept: int = 0                # bytes a selective-checkpoint policy kept in the forward
     forward: list[float] = field(default_factory=list)
     replay: list[float] = field(default_factory=list)
     replay_bytes: int | None = None     # first replay (what the replay packs)
@@ -75,11 +77,18 @@ class _Call:
 @dataclass
 class SiteProfile:
     site: tuple[str, int, int]
+    module: str | None = None           # path of the checkpointed module ("model.layers.3")
+    cls: str | None = None              # its class; None for a plain function
+    parent: str | None = None           # path of the module it was called from
+    root: str | None = None             # class of the outermost module (the model)
     calls: list[_Call] = field(default_factory=list)
     grads: list[dict[str, Any]] = field(default_factory=list)
     peak: int | None = None
     peak_error: str | None = None
     qualname: str | None = None
+    target: str | None = None           # "file:line:qualname" of the checkpointed function
+    ops: list | None = None             # per-op costs of one forward (--memory-budget)
+    suggestion: dict[str, Any] | None = None   # set by the CLI (advice.suggest_policy)
 
     # -- the numbers README.md's profile section defines
     def measured(self) -> tuple[list[int], str]:
@@ -92,8 +101,26 @@ class SiteProfile:
 
     @property
     def bytes_per_call(self) -> int:
+        """Mean bytes freed: what the segment saves for backward, less what a selective
+        policy keeps anyway (its saved op outputs stay in memory until backward)."""
         values, _ = self.measured()
-        return int(round(sum(values) / len(values))) if values else 0
+        if not values:
+            return 0
+        return max(0, int(round(sum(values) / len(values))) - self.policy_bytes_per_call)
+
+    @property
+    def policy_bytes_per_call(self) -> int:
+        return _mean([c.policy_kept for c in self.calls if c.grad])
+
+    @property
+    def input_bytes_per_call(self) -> int:
+        return _mean([c.inputs for c in self.calls if c.grad])
+
+    def saved_nothing(self) -> bool:
+        """It ran with gradients and packed no tensor for backward: nothing to free, and a
+        non-reentrant replay never runs."""
+        values, _ = self.measured()
+        return bool(values) and not any(values) and not self.policy_bytes_per_call
 
     @property
     def forward_seconds(self) -> float:
@@ -142,6 +169,10 @@ class SiteProfile:
         if not values:
             return ("keep", None, "not measured: no call of this site ran with gradients, so "
                                   "it saved nothing and was never replayed")
+        if self.saved_nothing():
+            return ("drop", DROP_CODE, "it ran with gradients but saved no tensor for backward "
+                                       "(elementwise work whose gradient needs none), so there "
+                                       "is nothing to free: the checkpoint is pure overhead")
         freed = human_bytes(self.bytes_per_call)
         note = "" if where == "replay" else " (measured in the forward: no backward ran)"
         if self.bytes_per_call < min_bytes:
@@ -156,15 +187,23 @@ class SiteProfile:
         diff = self.grad_diff
         return {
             "site": {"filename": self.site[0], "row": self.site[1], "column": self.site[2]},
+            "module": self.module, "class": self.cls,
             "calls": len(self.calls),
             "activation_bytes_freed_per_call": self.bytes_per_call,
+            "input_bytes_kept_per_call": self.input_bytes_per_call,
+            "policy_bytes_kept_per_call": self.policy_bytes_per_call,
             "forward_seconds_per_call": _round(self.forward_seconds),
             "recompute_seconds_per_call": _round(self.recompute_seconds),
             # not finite (the checkpointed run raised, or NaN): null, and the reason says why
             "grad_max_abs_diff": diff if diff is not None and math.isfinite(diff) else None,
             "peak_bytes_saved": self.peak,
+            "suggested_policy": self.suggestion,
             "recommendation": recommendation, "code": code, "reason": reason,
         }
+
+
+def _mean(values: list[int]) -> int:
+    return int(round(sum(values) / len(values))) if values else 0
 
 
 def _typical(values: list[float]) -> float:
@@ -217,6 +256,30 @@ def _display(path: str) -> str:
 # --------------------------------------------------------------------------- aggregation
 
 @dataclass
+class ModuleTotals:
+    """One module's calls with gradients on, over the whole run: the bytes of its inputs and
+    of the activations saved for backward directly in it, outside any checkpoint."""
+    module: str
+    cls: str
+    calls: int
+    inputs: int
+    saved: int
+    root: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.module or f"({self.cls})"
+
+    @property
+    def saved_per_call(self) -> int:
+        return int(round(self.saved / self.calls)) if self.calls else 0
+
+    @property
+    def inputs_per_call(self) -> int:
+        return int(round(self.inputs / self.calls)) if self.calls else 0
+
+
+@dataclass
 class Report:
     sites: list[SiteProfile]
     not_watched: list[tuple[Any, str]]
@@ -224,15 +287,22 @@ class Report:
     started: bool
     grad_checked: bool = False
     buffers_restored: int = 0
+    modules: dict[tuple[str, str], ModuleTotals] = field(default_factory=dict)  # (root, path)
+    layers: dict[str, dict[str, int]] = field(default_factory=dict)   # class -> counts
 
     def records(self, min_bytes: int) -> list[dict[str, Any]]:
         return [s.to_json(min_bytes) for s in self.sites]
 
+    def checkpointed_with_grad(self) -> bool:
+        return any(c.grad for s in self.sites for c in s.calls)
+
 
 def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
     calls: dict[tuple[int, Any], _Call] = {}                     # (pid, call id)
-    site_of: dict[tuple[int, Any], tuple[str, int, int]] = {}
-    sites: dict[tuple[str, int, int], SiteProfile] = {}
+    site_of: dict[tuple[int, Any], tuple[Any, ...]] = {}
+    sites: dict[tuple[Any, ...], SiteProfile] = {}
+    modules: dict[tuple[str, str], ModuleTotals] = {}
+    layers: dict[str, dict[str, int]] = {}
     not_watched: list = []
     errors: dict[str, str] = {}
     started = False
@@ -241,7 +311,7 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
     reached = keys.index.reached(tuple(e["site"]) for e in events
                                  if e.get("ev") == "call" and e.get("site"))
     call: _Call | None
-    key: tuple[str, int, int] | None
+    key: tuple[Any, ...] | None
     for event in events:
         kind, pid = event.get("ev"), event.get("pid", 0)
         if kind == "start":
@@ -250,15 +320,20 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
                 errors.setdefault(mode, reason)
         elif kind == "call":
             site = event.get("site")
-            key = keys.key(tuple(site) if site else None,
-                           [tuple(t) for t in event.get("targets") or ()], reached)
+            position = keys.key(tuple(site) if site else None,
+                                [tuple(t) for t in event.get("targets") or ()], reached)
+            key = (position, event.get("root"), event.get("module"))
             profile = sites.get(key)
             if profile is None:
-                profile = sites[key] = SiteProfile(key)
+                profile = sites[key] = SiteProfile(position, event.get("module"),
+                                                   event.get("class"), event.get("parent"),
+                                                   event.get("root"))
                 targets = event.get("targets") or ()
                 profile.qualname = targets[0][2] if targets else None
+                profile.target = ":".join(map(str, targets[0])) if targets else None
             call = _Call(event.get("mode", "non-reentrant"), bool(event.get("grad", True)),
-                         bool(event.get("preserve_rng_state", True)), event.get("device"))
+                         bool(event.get("preserve_rng_state", True)), event.get("device"),
+                         int(event.get("inputs") or 0))
             calls[(pid, event.get("id"))] = call
             site_of[(pid, event.get("id"))] = key
             profile.calls.append(call)
@@ -271,7 +346,8 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
             call.timer = event.get("timer", call.timer)
             if phase == "forward":
                 call.forward.append(seconds)
-                if call.mode == "non-reentrant" and event.get("saved"):
+                call.policy_kept = int(event.get("kept") or 0)
+                if call.mode == "non-reentrant" and call.grad and not event.get("error"):
                     call.forward_bytes = int(event.get("bytes") or 0)
             elif phase == "replay":
                 call.replay.append(seconds)
@@ -290,9 +366,31 @@ def build_report(events: list[dict[str, Any]], keys: SiteKeys) -> Report:
             if key is not None:
                 sites[key].peak = event.get("saved")
                 sites[key].peak_error = event.get("error")
+        elif kind == "ops":
+            key = site_of.get((pid, event.get("call")))
+            if key is not None and sites[key].ops is None:
+                sites[key].ops = event.get("ops") or []
+        elif kind == "module":
+            _add_module(modules, event)
+        elif kind == "layers":
+            entry = layers.setdefault(str(event.get("class")), {})
+            for name in ("calls", "flag_on", "training", "grad"):
+                entry[name] = entry.get(name, 0) + int(event.get(name) or 0)
         elif kind == "not_watched":
             site = event.get("site")
             not_watched.append((tuple(site) if site else None, event.get("reason", "")))
     ordered = sorted(sites.values(),
-                     key=lambda s: (-s.bytes_per_call, s.site[0], s.site[1], s.site[2]))
-    return Report(ordered, not_watched, errors, started, grad_checked, restored)
+                     key=lambda s: (-s.bytes_per_call, s.site[0], s.site[1], s.site[2],
+                                    s.root or "", s.module or ""))
+    return Report(ordered, not_watched, errors, started, grad_checked, restored, modules, layers)
+
+
+def _add_module(modules: dict[tuple[str, str], ModuleTotals], event: dict[str, Any]) -> None:
+    key = (str(event.get("root") or ""), str(event.get("module") or ""))
+    totals = modules.get(key)
+    if totals is None:
+        totals = modules[key] = ModuleTotals(key[1], str(event.get("class") or ""), 0, 0, 0,
+                                             key[0])
+    totals.calls += int(event.get("calls") or 0)
+    totals.inputs += int(event.get("inputs") or 0)
+    totals.saved += int(event.get("saved") or 0)
