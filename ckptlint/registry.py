@@ -144,6 +144,13 @@ RULES: dict[str, RuleInfo] = {
                  "`torch.is_grad_enabled()` in a reentrant segment",
                  STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
                                    {"expression": STR})),
+        RuleInfo("CKP206", "context-not-replayed", "warning", STATE_CHANGE, NO_FIX,
+                 "ckptlint.checks.context_not_replayed:ContextNotReplayed",
+                 "a checkpoint (or a call reaching one) inside a kernel or precision context "
+                 "(`sdpa_kernel`, `torch.backends.*.flags`, `fp8_autocast`, ...) whose "
+                 "`.backward()` runs after the block",
+                 CALL.with_fields({"context": STR, "backward": PLACE, "call": STR},
+                                  {"state": STR})),
         RuleInfo("CKP301", "device-move-in-segment", "warning", DEVICE, NO_FIX,
                  "ckptlint.checks.device_move_in_segment:DeviceMoveInSegment",
                  "a move to a device whose RNG the checkpoint did not save",
