@@ -42,6 +42,9 @@ class Dynamic(Enum):
     SIDE_EFFECT = "side-effect"  # confirmed when the line (or the state) runs again in the replay
     DEVICE = "device"  # forward and replay compared; the devices touched are the evidence
     REPLAY_COMPARE = "replay-compare"  # forward and replay compared, saved tensors by value
+    # The context's state read at the start of the forward and of the replay: confirmed
+    # when they differ, cleared when equal.
+    CONTEXT_STATE = "context-state"
 
 
 class FixKind(Enum):
@@ -144,6 +147,13 @@ RULES: dict[str, RuleInfo] = {
                  "`torch.is_grad_enabled()` in a reentrant segment",
                  STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
                                    {"expression": STR})),
+        RuleInfo("CKP206", "context-not-replayed", "warning", Dynamic.CONTEXT_STATE, NO_FIX,
+                 "ckptlint.checks.context_not_replayed:ContextNotReplayed",
+                 "a checkpoint (or a call reaching one) inside a kernel or precision context "
+                 "(`sdpa_kernel`, `torch.backends.*.flags`, `fp8_autocast`, ...) whose "
+                 "`.backward()` runs after the block",
+                 CALL.with_fields({"context": STR, "backward": PLACE, "call": STR},
+                                  {"state": STR})),
         RuleInfo("CKP301", "device-move-in-segment", "warning", DEVICE, NO_FIX,
                  "ckptlint.checks.device_move_in_segment:DeviceMoveInSegment",
                  "a move to a device whose RNG the checkpoint did not save",

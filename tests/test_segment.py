@@ -421,3 +421,30 @@ def test_a_from_imported_global_is_changed_only_where_a_file_writes_under_it(
     assert [(Path(change["filename"]).name, change["row"]) for change in finding.data["changes"]] \
         == [("tweak.py", 5)]
     assert not any(path.endswith("reader.py") for path in result.dependencies)
+
+
+def test_a_script_changing_a_global_between_checkpoint_and_backward_names_that_change(
+        tmp_path):
+    # A script whose forward is the checkpoint call itself: the window runs from that call to
+    # the backward, so the global's first assignment (import time) is not a change, the one
+    # between them is.
+    write(tmp_path, {"script.py": """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        COMPUTE_DTYPE = torch.bfloat16
+
+
+        def block(x):
+            return torch.sin(x.to(COMPUTE_DTYPE))
+
+
+        x = torch.randn(4, 8, requires_grad=True)
+        out = checkpoint(block, x, use_reentrant=False)
+        COMPUTE_DTYPE = torch.float32
+        out.float().sum().backward()
+    """})
+    [finding] = run(tmp_path)
+    assert finding.code == "CKP201"
+    assert [(c["row"], c["phase"], c["because"]) for c in finding.data["changes"]] == [
+        (14, "step", "training")]

@@ -17,6 +17,7 @@ import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ckptlint.analysis.apis import BUILTIN_APIS, SiteKind
 from ckptlint.analysis.changes import ChangeHow
 from ckptlint.analysis.segment import CONTAINER_MUTATORS, FRAMEWORK_PACKAGES, is_mutator
 
@@ -40,6 +41,9 @@ DATA_METHODS = frozenset({
     "numel", "item", "tolist", "format", "join", "split", "zero_grad", "copy", "type",
 })
 BUILTIN_NAMES = frozenset(dir(builtins))
+# Framework functions that run the function they are given: a call of one is a forward.
+RUNS_A_FUNCTION = frozenset(api.qualname for api in BUILTIN_APIS.values()
+                            if api.kind in (SiteKind.FUNCTION, SiteKind.SEQUENTIAL))
 
 
 @dataclass(frozen=True)
@@ -630,11 +634,14 @@ def read_names(statement: ast.stmt) -> set[str]:
 
 def is_model_like(statement: ast.stmt, imports: dict[str, str]) -> bool:
     """The statement calls something that may run a model: not only data movement
-    (`.to(device)`), builtins (`next`, `len`) and framework functions (`torch.cat`)."""
+    (`.to(device)`), builtins (`next`, `len`) and framework functions (`torch.cat`); a
+    checkpoint call (`checkpoint(block, x)`) runs one."""
     for node in ast.walk(statement):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
+        if imported_name(func, imports) in RUNS_A_FUNCTION:
+            return True
         if isinstance(func, ast.Name):
             if func.id in BUILTIN_NAMES or is_framework_name(imports.get(func.id)):
                 continue
@@ -648,6 +655,19 @@ def is_model_like(statement: ast.stmt, imports: dict[str, str]) -> bool:
             return True
         return True
     return False
+
+
+def imported_name(func: ast.expr, imports: dict[str, str]) -> str | None:
+    """The dotted name a callee denotes through the file's imports (`cp.checkpoint` after
+    `import torch.utils.checkpoint as cp`)."""
+    name = dotted(func)
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    imported = imports.get(head)
+    if imported is None:
+        return None
+    return f"{imported}.{rest}" if rest else imported
 
 
 def is_framework_name(qualname: str | None) -> bool:

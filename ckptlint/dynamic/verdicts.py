@@ -38,6 +38,7 @@ REENTRANT_CODES = codes_judged(Dynamic.REENTRANT_PATH)
 SIDE_EFFECT_CODES = codes_judged(Dynamic.SIDE_EFFECT)
 STATE_CODES = codes_judged(Dynamic.STATE_CHANGE, Dynamic.SIDE_EFFECT)  # findings naming state
 DEVICE_CODES = codes_judged(Dynamic.DEVICE)
+CONTEXT_CODES = codes_judged(Dynamic.CONTEXT_STATE)  # findings naming a context (`data.context`)
 # Everything else (Dynamic.REPLAY_COMPARE) is judged by comparing forward and replay.
 BRANCH_CODES = frozenset({"CKP203", "CKP204"})
 # CKP303 `data.draw` -> the global stream it draws from (Python's `random`, NumPy's).
@@ -100,6 +101,8 @@ def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, A
 
 
 def _finding_spec(index: int, finding: Finding) -> dict[str, Any] | None:
+    if finding.code in CONTEXT_CODES:
+        return _context_spec(index, finding)
     name = state_expression(finding) if finding.code in STATE_CODES else None
     filename, row = hazard_place(finding)
     line = [real(filename), row] if finding.code in SIDE_EFFECT_CODES else None
@@ -116,6 +119,18 @@ def _finding_spec(index: int, finding: Finding) -> dict[str, Any] | None:
     return {"id": index, "expr": name, "line": line, "branch": branch, "file": real(filename),
             "cls": cls, "targets": targets,
             "site": [real(finding.site.filename), finding.site.row] if finding.site else None}
+
+
+def _context_spec(index: int, finding: Finding) -> dict[str, Any] | None:
+    """A context's state, read around each pass (`watch/state.py`, `context_state`)."""
+    context = finding.data.get("context")
+    if not isinstance(context, str) or finding.site is None:
+        return None
+    targets = [[real(finding.target.filename), finding.target.row]] if finding.target else []
+    return {"id": index, "expr": context, "context": context,
+            "global": finding.data.get("state"), "line": None, "branch": None,
+            "file": real(finding.filename), "cls": None, "targets": targets,
+            "site": [real(finding.site.filename), finding.site.row]}
 
 
 def _resolved_functions(findings: Sequence[Finding], sites: Iterable) -> list[tuple[str, int, str]]:
@@ -385,6 +400,11 @@ class Judge:
                 call, cmp = diverged[0]
                 text += f"; {_phase_name(cmp)} of {_label(call)} {cmp['text']}"
             return finding.with_verdict("confirmed", text)
+        if finding.code in CONTEXT_CODES and state.confirms:
+            self._explain(compared, f"state:{self.spec_by_finding[id(finding)]['expr']}")
+            if not diverged:
+                return finding.with_verdict("confirmed", f"{state.text}; the replay's saved "
+                                                         "tensors matched the forward anyway")
         if not diverged:
             return self._matched(finding, compared, site_keys, n_compares, state, draws)
         call, cmp = diverged[0]

@@ -100,9 +100,10 @@ class StateWatcher:
     def __init__(self, specs: list[dict[str, Any]]):
         self.specs = []
         for spec in specs:
-            path = parse_expr(spec["expr"]) if spec.get("expr") else None
+            context = spec.get("context")
+            path = parse_expr(spec["expr"]) if spec.get("expr") and not context else None
             line, branch = spec.get("line"), spec.get("branch")
-            if path is None and not line and not branch:
+            if path is None and not line and not branch and not context:
                 continue
             spec = dict(spec)
             spec["_path"] = path
@@ -170,16 +171,77 @@ class StateWatcher:
             value = _get(value, step)
         return value
 
+    def context_state(self, spec, call: CheckpointCall) -> str:
+        """What a context torch does not replay (CKP206, `spec["context"]`) has set now: the
+        global a project context manager assigns, else the kernel and precision switches."""
+        name, global_name = spec["context"], spec.get("global")
+        if global_name:
+            module = sys.modules.get(name.rsplit(".", 1)[0])
+            namespace = (module.__dict__ if module is not None
+                         else self._module_globals(spec.get("file", ""), call))
+            return summarize(namespace.get(global_name, _MISSING))
+        return kernel_state(name)
+
     def snapshot(self, call: CheckpointCall, specs) -> dict[str, str]:
         out = {}
         for spec in specs:
-            if spec.get("_path") is None:
+            if spec.get("_path") is None and not spec.get("context"):
                 continue
             try:
-                out[str(spec["id"])] = summarize(self.read(spec, call))
+                out[str(spec["id"])] = (self.context_state(spec, call) if spec.get("context")
+                                        else summarize(self.read(spec, call)))
             except Exception:
                 out[str(spec["id"])] = "<unreadable>"
         return out
+
+
+SDPA_CONTEXTS = ("torch.nn.attention.sdpa_kernel", "torch.backends.cuda.sdp_kernel")
+SDPA_BACKENDS = ("flash", "mem_efficient", "math", "cudnn")
+
+
+def kernel_state(context: str) -> str:
+    """The switches `context` sets, as text: the SDPA backends enabled, a backend's flags
+    (`torch.backends.X.flags`), the default dtype, TransformerEngine's FP8 switch; all of the
+    torch ones for a project context manager that sets one of them."""
+    if context in SDPA_CONTEXTS:
+        return sdpa_state()
+    if context.startswith("torch.backends.") and context.endswith(".flags"):
+        return backend_flags(context.rsplit(".", 1)[0])
+    if context == "torch.set_default_dtype":
+        return str(torch.get_default_dtype())
+    if context.startswith("transformer_engine."):
+        try:
+            from transformer_engine.pytorch.fp8 import FP8GlobalStateManager
+            return f"fp8 enabled={FP8GlobalStateManager.is_fp8_enabled()}"
+        except Exception:
+            return "<unreadable>"
+    return "; ".join((sdpa_state(), f"default dtype {torch.get_default_dtype()}",
+                      backend_flags("torch.backends.cudnn"), backend_flags("torch.backends.mkldnn")))
+
+
+def sdpa_state() -> str:
+    cuda = torch.backends.cuda
+    return "sdpa " + ", ".join(f"{name}={getattr(cuda, f'{name}_sdp_enabled')()}"
+                               for name in SDPA_BACKENDS if hasattr(cuda, f"{name}_sdp_enabled"))
+
+
+def backend_flags(module_name: str) -> str:
+    """The values of the switches a backend's `flags(...)` takes, read from the backend."""
+    module = sys.modules.get(module_name)
+    flags = getattr(module, "flags", None)
+    if module is None or flags is None:
+        return f"{module_name} <unreadable>"
+    try:
+        names = list(inspect.signature(flags).parameters)
+    except (TypeError, ValueError):
+        return f"{module_name} <unreadable>"
+    values = []
+    for name in names:
+        try:
+            values.append(f"{name}={getattr(module, name)!r}")
+        except Exception:
+            continue
+    return f"{module_name.rsplit('.', 1)[-1]} " + ", ".join(values)
 
 
 class LineTracer:
