@@ -41,9 +41,13 @@ from ckptlint.analysis.callgraph import (
     FileSummary,
     FunctionSummary,
     summarize,
+    summary_from_plain,
+    summary_to_plain,
 )
 from ckptlint.analysis.segment import CONTAINER_MUTATORS, is_mutator
+from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.enums import TextEnum
+from ckptlint.storage.plain_data import want_strs
 
 # Methods that set an object up: their writes are configuration, whoever calls them.
 SETUP_METHODS = frozenset({
@@ -156,6 +160,34 @@ def written_attribute_names(text: str) -> set[str]:
     return found
 
 
+# A name called (`name(`, not `def name(`) or passed as an argument (`f(x, name)`,
+# `f(key=obj.name)`): what `PhaseFinder.files_calling` looks up.
+CALLED_NAME = re.compile(r"(?<!def )\b(\w+)\s*\(")
+PASSED_NAME = re.compile(r"[(,=]\s*(?:\w+\.)?(\w+)(?=\s*[,)])")
+
+
+def called_names(text: str) -> set[str]:
+    """Names the text may call or pass as an argument: a cheap superset, made precise by the
+    file's summary."""
+    return {*CALLED_NAME.findall(text), *PASSED_NAME.findall(text)}
+
+
+def sorted_names(names: set[str]) -> list[str]:
+    return sorted(names)
+
+
+def name_set(data: object) -> set[str]:
+    return set(want_strs(data, "names"))
+
+
+def plain_summary(summary: FileSummary | None) -> dict | None:
+    return summary_to_plain(summary) if summary is not None else None
+
+
+def stored_summary(data: object) -> FileSummary | None:
+    return summary_from_plain(data) if data is not None else None
+
+
 def element_write_pattern(attr: str) -> re.Pattern[str]:
     """`X[k].attr` (group 1 empty) or `name.attr` (group 1: the name) written or mutated."""
     name = re.escape(attr)
@@ -178,16 +210,18 @@ class PhaseFinder:
     """Phases of functions and rows of the project, answered from `ast` summaries.
 
     `files` lists the project's files, `text` reads one (None when it cannot), and
-    `module_name` gives a file's dotted module name. Everything is kept for the run.
+    `module_name` gives a file's dotted module name; `store` keeps the files' summaries and
+    text facts by content (between runs when it has a folder). Everything is kept for the run.
     """
 
     def __init__(self, files: Callable[[], list[Path]], text: Callable[[Path], str | None],
-                 module_name: Callable[[Path], str]) -> None:
+                 module_name: Callable[[Path], str], store: SummaryStore | None = None) -> None:
         self.files = files
         self.text = text
         self.module_name = module_name
+        self.store = store if store is not None else SummaryStore()
         self._summaries: dict[Path, FileSummary | None] = {}
-        self._naming: dict[str, list[Path]] = {}
+        self._calling: dict[str, list[Path]] | None = None
         self._functions: dict[tuple[Path, str], When | None] = {}
         self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
         self._written: dict[str, list[Path]] | None = None
@@ -195,18 +229,24 @@ class PhaseFinder:
     def summary(self, path: Path) -> FileSummary | None:
         if path not in self._summaries:
             text = self.text(path)
-            self._summaries[path] = summarize(text) if text is not None else None
+            self._summaries[path] = (
+                self.store.fact(text, "summary", summarize, plain_summary, stored_summary)
+                if text is not None else None)
         return self._summaries[path]
 
     def files_calling(self, name: str) -> list[Path]:
-        """Project files whose text may call `name` or pass it as an argument."""
-        if name not in self._naming:
-            use = re.compile(rf"(?<!def )\b{re.escape(name)}\s*\(|[(,=]\s*(?:\w+\.)?"
-                             rf"{re.escape(name)}\s*[,)]")
-            self._naming[name] = [path for path in self.files()
-                                  if (text := self.text(path)) is not None and name in text
-                                  and use.search(text) is not None]
-        return self._naming[name]
+        """Project files whose text may call `name` or pass it as an argument (an index of
+        every file's called names, made once per run from the stored text facts)."""
+        if self._calling is None:
+            index: dict[str, list[Path]] = {}
+            for path in self.files():
+                text = self.text(path)
+                if text:
+                    for called in self.store.fact(text, "calls", called_names, sorted_names,
+                                                  name_set):
+                        index.setdefault(called, []).append(path)
+            self._calling = index
+        return self._calling.get(name, [])
 
     # -- the phase of a row and of a function ------------------------------------------------
     def when(self, path: Path, function: str, row: int) -> When:
@@ -417,7 +457,8 @@ class PhaseFinder:
             for path in self.files():
                 text = self.text(path)
                 if text:
-                    for attr in written_attribute_names(text):
+                    for attr in self.store.fact(text, "written", written_attribute_names,
+                                                sorted_names, name_set):
                         index.setdefault(attr, []).append(path)
             self._written = index
         return self._written

@@ -37,6 +37,7 @@ from typing import Any
 
 from ckptlint import __version__
 from ckptlint.analysis.project import MAX_PROJECT_FILES, SKIPPED_DIRS
+from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.findings import Finding, SiteRecord
 from ckptlint.storage.plain_data import (
     ShapeError,
@@ -162,6 +163,8 @@ class Cache:
     # dependencies), by absolute path, as plain data (checked where read: `known_digest`).
     digests: dict[str, Any] = field(default_factory=dict)
     changed: bool = False
+    # Facts about project files by content, next to the entries (`summary_store`).
+    summaries: SummaryStore | None = None
     _current: dict[str, str | None] = field(default_factory=dict)  # digests seen this run
     _project: str | None = None
 
@@ -176,7 +179,7 @@ class Cache:
                 note_once(f"ckptlint: {link} is a symbolic link; running without the cache "
                           "(a cache inside the project is never used through a link)")
                 return None
-        cache = cls(path, roots=list(roots))
+        cache = cls(path, roots=list(roots), summaries=SummaryStore.in_cache(folder, chosen))
         data = read_json(path)
         if (type(data) is dict and data.get("format") == FORMAT
                 and type(data.get("entries")) is dict and type(data.get("digests")) is dict):
