@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ckptlint import __version__
+from ckptlint.storage.markers import write_markers
 from ckptlint.storage.plain_data import ShapeError, read_json, want_dict, write_json
 
 T = TypeVar("T")
@@ -90,8 +91,6 @@ class SummaryStore:
         try:
             cache_folder = self.folder.parent
             if not cache_folder.is_dir():
-                from ckptlint.engine.cache import write_markers
-
                 cache_folder.mkdir(parents=True)
                 write_markers(cache_folder)
             self.folder.mkdir(exist_ok=True)

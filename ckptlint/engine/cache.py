@@ -39,6 +39,7 @@ from ckptlint import __version__
 from ckptlint.analysis.project import MAX_PROJECT_FILES, SKIPPED_DIRS
 from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.findings import Finding, SiteRecord
+from ckptlint.storage.markers import write_markers
 from ckptlint.storage.plain_data import (
     ShapeError,
     read_json,
@@ -340,18 +341,3 @@ def project_signature(roots: list[Path]) -> str:
                 break
             stack.extend(reversed(folders))
     return summary.hexdigest()
-
-
-def write_markers(folder: Path) -> None:
-    """Keep the cache out of git and backups (as ruff and pytest do); new files only."""
-    for name, text in ((".gitignore", "# Created by ckptlint automatically.\n*\n"),
-                       ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
-                                        "# This file is a cache directory tag created by "
-                                        "ckptlint.\n")):
-        try:
-            handle = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                             | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        except OSError:
-            continue
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
