@@ -225,6 +225,7 @@ class PhaseFinder:
         self._functions: dict[tuple[Path, str], When | None] = {}
         self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
         self._written: dict[str, list[Path]] | None = None
+        self._element_writes: dict[tuple[Path, str], bool] = {}
 
     def summary(self, path: Path) -> FileSummary | None:
         if path not in self._summaries:
@@ -440,14 +441,22 @@ class PhaseFinder:
         element of a collection (`blocks[0].attr = ...`, `for b in blocks: b.attr = ...`)."""
         key = (attr, classes)
         if key not in self._writes:
-            element = element_write_pattern(attr)
             self._writes[key] = [
                 (path, write) for path in self.written_attributes().get(attr, [])
                 if (text := self.text(path)) is not None
-                and (any(name in text for name in classes) or element_write(text, element))
+                and (any(name in text for name in classes)
+                     or self.writes_on_element(path, text, attr))
                 and (summary := self.summary(path)) is not None
                 for write in summary.attribute_writes.get(attr, [])]
         return self._writes[key]
+
+    def writes_on_element(self, path: Path, text: str, attr: str) -> bool:
+        """`element_write` for the file and attribute, once per run whatever the classes
+        asked about."""
+        key = (path, attr)
+        if key not in self._element_writes:
+            self._element_writes[key] = element_write(text, element_write_pattern(attr))
+        return self._element_writes[key]
 
     def written_attributes(self) -> dict[str, list[Path]]:
         """Attribute name -> the project files whose text may write it on another object:
