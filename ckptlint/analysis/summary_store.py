@@ -14,7 +14,8 @@ folder may sit inside the linted tree, so it is treated like the result cache
 (docs/security.md): plain data read with `read_json` (no link followed, size capped),
 every fact checked field by field when read, a wrong shape is a miss that is computed again
 and overwritten; a folder that is a symbolic link is not used unless the user chose the
-cache folder. Without the cache (`--no-cache`) the same facts are kept in memory for the run.
+cache folder. Without the cache (`--no-cache`) facts are computed as asked; the callers keep
+them for the run.
 """
 
 from __future__ import annotations
@@ -44,13 +45,13 @@ class SummaryStore:
     """`fact(text, name, ...)`: a fact about a text, from memory, from disk or computed."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        self.folder = folder  # None: kept in memory only
+        self.folder = folder  # None: nothing kept here (the callers keep facts for the run)
         self._entries: dict[str, dict[str, Any]] = {}  # digest -> fact name -> plain value
         self._changed: set[str] = set()
 
     @classmethod
     def in_cache(cls, cache_folder: Path, chosen: bool) -> SummaryStore:
-        """The store inside the result cache's folder (in memory only when a link there may
+        """The store inside the result cache's folder (none on disk when a link there may
         lead outside: a folder the user did not choose)."""
         folder = cache_folder / f"summaries-{FORMAT}"
         if not chosen and any(os.path.islink(p) for p in (cache_folder, folder)):
@@ -59,6 +60,8 @@ class SummaryStore:
 
     def fact(self, text: str, name: str, compute: Callable[[str], T],
              to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T:
+        if self.folder is None:
+            return compute(text)  # the callers keep what they need for the run
         digest = text_digest(text)
         entry = self._entry(digest)
         if name in entry:
@@ -84,8 +87,10 @@ class SummaryStore:
         return entry
 
     def flush(self) -> None:
-        """Write the entries that gained facts (nothing may fail a run: errors are ignored)."""
+        """Write the entries that gained facts, and forget the entries read (the callers keep
+        the facts they asked for); nothing may fail a run: errors are ignored."""
         if self.folder is None or not self._changed:
+            self._entries.clear()
             self._changed.clear()
             return
         try:
@@ -98,4 +103,5 @@ class SummaryStore:
                 write_json(self.folder / f"{digest}.json", self._entries[digest])
         except (OSError, ValueError):  # read-only tree, full disk: the next run computes again
             pass
+        self._entries.clear()
         self._changed.clear()
