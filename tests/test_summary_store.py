@@ -113,3 +113,29 @@ def test_a_store_folder_that_is_a_link_in_the_tree_is_not_used(tmp_path: Path) -
     store.flush()
     assert list(outside.iterdir()) == []
     assert SummaryStore.in_cache(cache, chosen=True).folder == cache / STORE
+
+
+def test_who_calls_a_name_is_the_same_looked_up_directly_or_from_the_index() -> None:
+    """The first names are looked up one by one, later ones in an index of every file's
+    called names: both must list the same files, for every name the project's texts hold."""
+    import re
+
+    from ckptlint.analysis.phases import DIRECT_LOOKUPS, PhaseFinder
+
+    files = sorted(FIXTURES.rglob("*.py"))
+    texts = {path: path.read_text() for path in files}
+    names = sorted({word for text in texts.values() for word in re.findall(r"\w+", text)})
+
+    def finder() -> PhaseFinder:
+        return PhaseFinder(lambda: files, texts.get, lambda path: path.stem)
+
+    indexed = finder()
+    for name in [f"unused_{n}" for n in range(DIRECT_LOOKUPS)]:
+        indexed.files_calling(name)  # past the direct lookups: the index answers from here
+    direct_answers = {}
+    for start in range(0, len(names), DIRECT_LOOKUPS):
+        direct = finder()
+        for name in names[start:start + DIRECT_LOOKUPS]:
+            direct_answers[name] = direct.files_calling(name)
+    assert any(direct_answers.values())
+    assert {name: indexed.files_calling(name) for name in names} == direct_answers

@@ -166,6 +166,9 @@ CALLED_NAME = re.compile(r"(?<!def )\b(\w+)\s*\(")
 PASSED_NAME = re.compile(r"[(,=]\s*(?:\w+\.)?(\w+)(?=\s*[,)])")
 
 
+DIRECT_LOOKUPS = 8  # names looked up one by one before the index is built
+
+
 def called_names(text: str) -> set[str]:
     """Names the text may call or pass as an argument: a cheap superset, made precise by the
     file's summary."""
@@ -222,6 +225,7 @@ class PhaseFinder:
         self.store = store if store is not None else SummaryStore()
         self._summaries: dict[Path, FileSummary | None] = {}
         self._calling: dict[str, list[Path]] | None = None
+        self._direct: dict[str, list[Path]] = {}
         self._functions: dict[tuple[Path, str], When | None] = {}
         self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
         self._written: dict[str, list[Path]] | None = None
@@ -236,8 +240,21 @@ class PhaseFinder:
         return self._summaries[path]
 
     def files_calling(self, name: str) -> list[Path]:
-        """Project files whose text may call `name` or pass it as an argument (an index of
-        every file's called names, made once per run from the stored text facts)."""
+        """Project files whose text may call `name` or pass it as an argument.
+
+        The first few names are looked up directly (a substring test, then one expression on
+        the files that hold the name: cheap where little is asked, as in torch's own tree);
+        past `DIRECT_LOOKUPS` names, one index of every file's called names (from the store)
+        answers them all. Both give the same files."""
+        if self._calling is None and (name in self._direct
+                                      or len(self._direct) < DIRECT_LOOKUPS):
+            if name not in self._direct:
+                use = re.compile(rf"(?<!def )\b{re.escape(name)}\s*\(|[(,=]\s*(?:\w+\.)?"
+                                 rf"{re.escape(name)}\s*[,)]")
+                self._direct[name] = [path for path in self.files()
+                                      if (text := self.text(path)) and name in text
+                                      and use.search(text) is not None]
+            return self._direct[name]
         if self._calling is None:
             index: dict[str, list[Path]] = {}
             for path in self.files():
