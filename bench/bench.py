@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# diffusers: a model file with checkpoint sites, and a module most model files import.
+TIMEOUT = [600.0]  # `--timeout`, for every measure
+DEFAULT_EDITS = ("models/transformers/transformer_flux.py", "models/attention.py")
 CLEAN_FILE = "import torch\n\n\ndef forward(x):\n    return torch.relu(x) * 2\n"
 SITE_FILE = ("import torch\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
              "def block(x):\n    return torch.relu(x) * 2\n\n\n"
@@ -49,8 +52,9 @@ SITE_FILE = ("import torch\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
 class Sample:
     wall: float
     cpu: float
-    rss_kb: int
+    rss_kb: int  # the largest single process (from `wait4`)
     returncode: int
+    tree_rss_kb: int = 0  # the process and all its descendants together, sampled
 
 
 @dataclass
@@ -60,7 +64,7 @@ class Measure:
     env: dict[str, str] = field(default_factory=dict)
     ok_codes: tuple[int, ...] = (0, 1)
     samples: list[Sample] = field(default_factory=list)
-    timeout: float = 600.0
+    timeout: float = 600.0  # at least `--timeout`
 
     def run(self, cwd: Path) -> Sample:
         environment = {**os.environ, **self.env}
@@ -68,7 +72,9 @@ class Measure:
         started = time.perf_counter()
         process = subprocess.Popen(self.command, cwd=cwd, env=environment,
                                    stdout=subprocess.DEVNULL, stderr=errors)
-        deadline = started + self.timeout
+        deadline = started + max(self.timeout, TIMEOUT[0])
+        tree_peak = 0
+        polls = 0
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
@@ -77,6 +83,9 @@ class Measure:
                 process.kill()
                 pid, status, usage = os.wait4(process.pid, 0)
                 break
+            if polls % 10 == 0:  # every 20 ms: the process and its workers together
+                tree_peak = max(tree_peak, tree_rss_kb(process.pid))
+            polls += 1
             time.sleep(0.002)
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -86,12 +95,38 @@ class Measure:
         if process.returncode not in self.ok_codes or "Traceback" in stderr:
             raise SystemExit(f"{self.label}: exit {process.returncode}\n{stderr[-3000:]}")
         sample = Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss,
-                        process.returncode)
+                        process.returncode, max(tree_peak, usage.ru_maxrss))
         self.samples.append(sample)
         return sample
 
     def median(self, attribute: str) -> float:
         return statistics.median(getattr(s, attribute) for s in self.samples)
+
+
+def tree_rss_kb(root: int) -> int:
+    """Resident memory of `root` and every process below it (from /proc; 0 elsewhere)."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stream:
+                fields = stream.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        rss[int(entry)] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    total, pending = 0, [root]
+    while pending:
+        pid = pending.pop()
+        total += rss.get(pid, 0)
+        pending.extend(child for child, parent in parents.items() if parent == pid)
+    return total
 
 
 def torch_tree() -> Path:
@@ -153,11 +188,21 @@ def main() -> None:
     parser.add_argument("--torchfix-runs", type=int, default=1)
     parser.add_argument("--torchfix-timeout", type=float, default=1800.0)
     parser.add_argument("--no-torchfix", action="store_true")
+    parser.add_argument("--site-dense", type=Path, default=None,
+                        help="a package folder dense in checkpoint sites (diffusers' `diffusers/`"
+                             " from `pip download --no-deps diffusers`, unpacked): measured too")
+    parser.add_argument("--edit", action="append", default=None,
+                        help="a file of --site-dense (relative) re-linted after a one-line edit;"
+                             " default: " + ", ".join(DEFAULT_EDITS))
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds one measured run may take (raise it on a loaded machine)")
+    parser.add_argument("--only-site-dense", action="store_true",
+                        help="skip the torch tree")
     parser.add_argument("--write", type=Path, default=None, help="write the report here")
     parser.add_argument("--json", type=Path, default=None, help="write raw samples here")
     args = parser.parse_args()
+    TIMEOUT[0] = args.timeout
 
-    tree = args.tree or torch_tree()
     bindir = Path(sys.executable).parent
     ckptlint = find_tool("ckptlint", args.ckptlint, [bindir / "ckptlint"])
     ruff = find_tool("ruff", args.ruff, [bindir / "ruff"])
@@ -166,6 +211,20 @@ def main() -> None:
     if ckptlint is None or ruff is None:
         raise SystemExit("ckptlint and ruff must be installed (pip install -e . ruff)")
     byte_compile_ckptlint()
+    reports = []
+    if args.site_dense is not None:
+        reports.append(site_dense(args, ckptlint, ruff))
+    if not args.only_site_dense:
+        reports.insert(0, torch_report(args, ckptlint, ruff, torchfix))
+    report = "\n".join(reports)
+    print(report)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(report)
+
+
+def torch_report(args, ckptlint: str, ruff: str, torchfix: str | None) -> str:
+    tree = args.tree or torch_tree()
     work = Path(tempfile.mkdtemp(prefix="ckptlint-bench-"))
     # An empty configuration of its own: the tree's surroundings (this repository's
     # pyproject.toml, when torch is installed in its .venv) must not change the measure.
@@ -220,16 +279,79 @@ def main() -> None:
                            work, no_cache_env)
     report = render(tree, files, lines, cold, torchfix_measure, warm, small, stats, args,
                     load_before, load_after)
-    print(report)
-    if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(report)
     if args.json:
         args.json.write_text(json.dumps({
             m.label: [s.__dict__ for s in m.samples]
             for m in [*cold, *( [torchfix_measure] if torchfix_measure else []), warm, *small]
         }, indent=1))
     shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def site_dense(args, ckptlint: str, ruff: str) -> str:
+    """The site-dense tree, copied (the edits must not touch the original): cold against ruff,
+    warm, and each `--edit` file re-linted alone after a one-line edit, the cache primed by a
+    whole-tree run (an editor or pre-commit loop)."""
+    work = Path(tempfile.mkdtemp(prefix="ckptlint-bench-dense-"))
+    tree = work / args.site_dense.resolve().name
+    shutil.copytree(args.site_dense, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    (work / "ckptlint.toml").write_text("")
+    config_option = ["--config", str(work / "ckptlint.toml")]
+    no_cache_env = {"CKPTLINT_CACHE_DIR": str(work / "unused-cache")}
+    cache_env = {"CKPTLINT_CACHE_DIR": str(work / "cache")}
+    files, lines = tree_size(tree)
+    load_before = os.getloadavg()
+    cold = [
+        Measure("ckptlint --no-cache", [ckptlint, "check", *config_option, "--no-cache",
+                                        str(tree)], env=no_cache_env),
+        Measure("ruff check --no-cache", [ruff, "check", "--no-cache", "--isolated",
+                                          "--exit-zero", "--quiet", str(tree)]),
+    ]
+    for _ in range(args.runs):
+        for measure in cold:
+            measure.run(work)
+    warm = Measure("ckptlint (warm cache)", [ckptlint, "check", *config_option, str(tree)],
+                   env=cache_env)
+    warm.run(work)  # prime
+    warm.samples.clear()
+    for _ in range(args.runs):
+        warm.run(work)
+    edits = []
+    for relative in args.edit or DEFAULT_EDITS:
+        edited = tree / relative
+        original = edited.read_text()
+        measure = Measure(f"ckptlint {relative} after a one-line edit",
+                          [ckptlint, "check", *config_option, str(edited)], env=cache_env)
+        for run in range(args.runs):
+            edited.write_text(f"{original}# bench edit {run}\n")
+            measure.run(work)
+        edited.write_text(original)
+        edits.append(measure)
+    load_after = os.getloadavg()
+    shutil.rmtree(work, ignore_errors=True)
+    ckpt, ruff_measure = cold
+
+    def row(measure: Measure, compare: bool = True) -> str:
+        wall, cpu = measure.median("wall"), measure.median("cpu")
+        rss = max(s.tree_rss_kb for s in measure.samples) / 1024
+        ratio = (f"{wall / ruff_measure.median('wall'):.1f} / "
+                 f"{cpu / ruff_measure.median('cpu'):.1f}") if compare else ""
+        return (f"| {measure.label} ({len(measure.samples)} runs) | {wall:.2f} s | {cpu:.2f} s "
+                f"| {rss:.0f} MiB | {ratio} |")
+
+    return "\n".join([
+        "## Site-dense tree",
+        "",
+        f"Tree: `{args.site_dense}` ({files} files, {lines:,} lines), copied; load average "
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Peak RSS here is the whole "
+        "process tree (main process and workers together, sampled every 20 ms).",
+        "",
+        "| measure | wall (median) | CPU user+sys | peak RSS (tree) | ratio to ruff (wall / CPU) |",
+        "|---|---:|---:|---:|---:|",
+        row(ckpt), row(ruff_measure), row(warm, compare=False),
+        *(row(measure, compare=False) for measure in edits),
+        "",
+    ])
 
 
 def render(tree: Path, files: int, lines: int, cold: list[Measure], torchfix: Measure | None,

@@ -374,7 +374,8 @@ class BindingModel:
         self._setup: dict[int, set[str]] = {}
         self._foreign: dict[tuple[int, str], tuple[list[Change], tuple[Path, ...]]] = {}
         self.phases = PhaseFinder(self.project.source_files, self.project.source_text,
-                                  lambda path: self.project.module_name(path)[0])
+                                  lambda path: self.project.module_name(path)[0],
+                                  self.project.summaries)
 
     def when(self, change: Change) -> When:
         """The phase a change outside the segment runs in (`ckptlint.analysis.phases`)."""

@@ -672,3 +672,89 @@ def imported_name(func: ast.expr, imports: dict[str, str]) -> str | None:
 
 def is_framework_name(qualname: str | None) -> bool:
     return qualname is not None and qualname.split(".", 1)[0] in FRAMEWORK_PACKAGES
+
+
+# -- as plain data (the summary store keeps summaries between runs) ----------------------------
+def summary_to_plain(summary: FileSummary) -> dict:
+    """The summary as JSON data; `summary_from_plain` reads it back (field order kept)."""
+    return {
+        "functions": [[f.qualname, f.name, f.cls, list(f.decorators),
+                       [list(window) for window in f.windows], f.driver, f.step]
+                      for f in summary.functions.values()],
+        "classes": {name: list(bases) for name, bases in summary.classes.items()},
+        "calls": {name: [[s.receiver, s.row, s.caller, s.module] for s in sites]
+                  for name, sites in summary.calls.items()},
+        "hooks": {name: [[h.receiver, h.kind, h.row, h.caller] for h in hooks]
+                  for name, hooks in summary.hooks.items()},
+        "writes": {attr: [[w.row, w.function, w.how.value, w.accumulates, w.receiver,
+                           sorted(w.classes)] for w in writes]
+                   for attr, writes in summary.attribute_writes.items()},
+        "imports": dict(summary.imports),
+    }
+
+
+def summary_from_plain(data: object) -> FileSummary:
+    """What `summary_to_plain` wrote, every field checked (`ShapeError` otherwise)."""
+    from ckptlint.storage.plain_data import (
+        ShapeError,
+        member,
+        want_dict,
+        want_int,
+        want_list,
+        want_optional_str,
+        want_str,
+        want_strs,
+    )
+
+    def fields(value: object, count: int, what: str) -> list:
+        items = want_list(value, what)
+        if len(items) != count:
+            raise ShapeError(f"{what}: expected {count} fields")
+        return items
+
+    def want_bool(value: object, what: str) -> bool:
+        if type(value) is not bool:
+            raise ShapeError(f"{what}: expected true or false")
+        return value
+
+    out = FileSummary()
+    for item in want_list(member(data, "functions"), "functions"):
+        qualname, name, cls, decorators, windows, driver, step = fields(item, 7, "function")
+        spans = []
+        for window in want_list(windows, "windows"):
+            start, end = fields(window, 2, "window")
+            spans.append((want_int(start, "window"), want_int(end, "window")))
+        out.functions[want_str(qualname, "function")] = FunctionSummary(
+            qualname, want_str(name, "function name"), want_optional_str(cls, "class"),
+            want_strs(decorators, "decorators"), spans, want_bool(driver, "driver"),
+            want_str(step, "step"))
+    for name, bases in want_dict(member(data, "classes"), "classes").items():
+        out.classes[name] = want_strs(bases, "bases")
+    for name, sites in want_dict(member(data, "calls"), "calls").items():
+        out.calls[name] = [
+            CallSite(name, want_str(receiver, "receiver"), want_int(row, "row"),
+                     want_str(caller, "caller"), want_str(module, "module"))
+            for receiver, row, caller, module in (fields(s, 4, "call") for s in
+                                                  want_list(sites, "calls"))]
+    for name, hooks in want_dict(member(data, "hooks"), "hooks").items():
+        out.hooks[name] = [
+            HookRegistration(name, want_str(receiver, "receiver"), want_str(kind, "kind"),
+                             want_int(row, "row"), want_str(caller, "caller"))
+            for receiver, kind, row, caller in (fields(h, 4, "hook") for h in
+                                                want_list(hooks, "hooks"))]
+    for attr, writes in want_dict(member(data, "writes"), "writes").items():
+        found = []
+        for write in want_list(writes, "writes"):
+            row, function, how, accumulates, receiver, classes = fields(write, 6, "write")
+            try:
+                change = ChangeHow(want_str(how, "how"))
+            except ValueError:
+                raise ShapeError("write: unknown change") from None
+            found.append(AttributeWrite(attr, want_int(row, "row"), want_str(function, "function"),
+                                        change, want_bool(accumulates, "accumulates"),
+                                        want_str(receiver, "receiver"),
+                                        frozenset(want_strs(classes, "classes"))))
+        out.attribute_writes[attr] = found
+    for name, target in want_dict(member(data, "imports"), "imports").items():
+        out.imports[name] = want_str(target, "import")
+    return out

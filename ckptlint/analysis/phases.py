@@ -41,9 +41,13 @@ from ckptlint.analysis.callgraph import (
     FileSummary,
     FunctionSummary,
     summarize,
+    summary_from_plain,
+    summary_to_plain,
 )
 from ckptlint.analysis.segment import CONTAINER_MUTATORS, is_mutator
+from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.enums import TextEnum
+from ckptlint.storage.plain_data import want_strs
 
 # Methods that set an object up: their writes are configuration, whoever calls them.
 SETUP_METHODS = frozenset({
@@ -156,6 +160,37 @@ def written_attribute_names(text: str) -> set[str]:
     return found
 
 
+# A name called (`name(`, not `def name(`) or passed as an argument (`f(x, name)`,
+# `f(key=obj.name)`): what `PhaseFinder.files_calling` looks up.
+CALLED_NAME = re.compile(r"(?<!def )\b(\w+)\s*\(")
+PASSED_NAME = re.compile(r"[(,=]\s*(?:\w+\.)?(\w+)(?=\s*[,)])")
+
+
+DIRECT_LOOKUPS = 8  # names looked up one by one before the index is built
+
+
+def called_names(text: str) -> set[str]:
+    """Names the text may call or pass as an argument: a cheap superset, made precise by the
+    file's summary."""
+    return {*CALLED_NAME.findall(text), *PASSED_NAME.findall(text)}
+
+
+def sorted_names(names: set[str]) -> list[str]:
+    return sorted(names)
+
+
+def name_set(data: object) -> set[str]:
+    return set(want_strs(data, "names"))
+
+
+def plain_summary(summary: FileSummary | None) -> dict | None:
+    return summary_to_plain(summary) if summary is not None else None
+
+
+def stored_summary(data: object) -> FileSummary | None:
+    return summary_from_plain(data) if data is not None else None
+
+
 def element_write_pattern(attr: str) -> re.Pattern[str]:
     """`X[k].attr` (group 1 empty) or `name.attr` (group 1: the name) written or mutated."""
     name = re.escape(attr)
@@ -178,35 +213,58 @@ class PhaseFinder:
     """Phases of functions and rows of the project, answered from `ast` summaries.
 
     `files` lists the project's files, `text` reads one (None when it cannot), and
-    `module_name` gives a file's dotted module name. Everything is kept for the run.
+    `module_name` gives a file's dotted module name; `store` keeps the files' summaries and
+    text facts by content (between runs when it has a folder). Everything is kept for the run.
     """
 
     def __init__(self, files: Callable[[], list[Path]], text: Callable[[Path], str | None],
-                 module_name: Callable[[Path], str]) -> None:
+                 module_name: Callable[[Path], str], store: SummaryStore | None = None) -> None:
         self.files = files
         self.text = text
         self.module_name = module_name
+        self.store = store if store is not None else SummaryStore()
         self._summaries: dict[Path, FileSummary | None] = {}
-        self._naming: dict[str, list[Path]] = {}
+        self._calling: dict[str, list[Path]] | None = None
+        self._direct: dict[str, list[Path]] = {}
         self._functions: dict[tuple[Path, str], When | None] = {}
         self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
         self._written: dict[str, list[Path]] | None = None
+        self._element_writes: dict[tuple[Path, str], bool] = {}
 
     def summary(self, path: Path) -> FileSummary | None:
         if path not in self._summaries:
             text = self.text(path)
-            self._summaries[path] = summarize(text) if text is not None else None
+            self._summaries[path] = (
+                self.store.fact(text, "summary", summarize, plain_summary, stored_summary)
+                if text is not None else None)
         return self._summaries[path]
 
     def files_calling(self, name: str) -> list[Path]:
-        """Project files whose text may call `name` or pass it as an argument."""
-        if name not in self._naming:
-            use = re.compile(rf"(?<!def )\b{re.escape(name)}\s*\(|[(,=]\s*(?:\w+\.)?"
-                             rf"{re.escape(name)}\s*[,)]")
-            self._naming[name] = [path for path in self.files()
-                                  if (text := self.text(path)) is not None and name in text
-                                  and use.search(text) is not None]
-        return self._naming[name]
+        """Project files whose text may call `name` or pass it as an argument.
+
+        The first few names are looked up directly (a substring test, then one expression on
+        the files that hold the name: cheap where little is asked, as in torch's own tree);
+        past `DIRECT_LOOKUPS` names, one index of every file's called names (from the store)
+        answers them all. Both give the same files."""
+        if self._calling is None and (name in self._direct
+                                      or len(self._direct) < DIRECT_LOOKUPS):
+            if name not in self._direct:
+                use = re.compile(rf"(?<!def )\b{re.escape(name)}\s*\(|[(,=]\s*(?:\w+\.)?"
+                                 rf"{re.escape(name)}\s*[,)]")
+                self._direct[name] = [path for path in self.files()
+                                      if (text := self.text(path)) and name in text
+                                      and use.search(text) is not None]
+            return self._direct[name]
+        if self._calling is None:
+            index: dict[str, list[Path]] = {}
+            for path in self.files():
+                text = self.text(path)
+                if text:
+                    for called in self.store.fact(text, "calls", called_names, sorted_names,
+                                                  name_set):
+                        index.setdefault(called, []).append(path)
+            self._calling = index
+        return self._calling.get(name, [])
 
     # -- the phase of a row and of a function ------------------------------------------------
     def when(self, path: Path, function: str, row: int) -> When:
@@ -400,14 +458,22 @@ class PhaseFinder:
         element of a collection (`blocks[0].attr = ...`, `for b in blocks: b.attr = ...`)."""
         key = (attr, classes)
         if key not in self._writes:
-            element = element_write_pattern(attr)
             self._writes[key] = [
                 (path, write) for path in self.written_attributes().get(attr, [])
                 if (text := self.text(path)) is not None
-                and (any(name in text for name in classes) or element_write(text, element))
+                and (any(name in text for name in classes)
+                     or self.writes_on_element(path, text, attr))
                 and (summary := self.summary(path)) is not None
                 for write in summary.attribute_writes.get(attr, [])]
         return self._writes[key]
+
+    def writes_on_element(self, path: Path, text: str, attr: str) -> bool:
+        """`element_write` for the file and attribute, once per run whatever the classes
+        asked about."""
+        key = (path, attr)
+        if key not in self._element_writes:
+            self._element_writes[key] = element_write(text, element_write_pattern(attr))
+        return self._element_writes[key]
 
     def written_attributes(self) -> dict[str, list[Path]]:
         """Attribute name -> the project files whose text may write it on another object:
@@ -417,7 +483,8 @@ class PhaseFinder:
             for path in self.files():
                 text = self.text(path)
                 if text:
-                    for attr in written_attribute_names(text):
+                    for attr in self.store.fact(text, "written", written_attribute_names,
+                                                sorted_names, name_set):
                         index.setdefault(attr, []).append(path)
             self._written = index
         return self._written

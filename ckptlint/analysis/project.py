@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ckptlint.analysis.dependencies import DependencyRecorder
+from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.syntax.reading import Limits, SourceError
 
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
@@ -58,6 +59,9 @@ class Project:
         # Every path looked at to resolve names, found or not, is recorded here (the engine
         # keeps a recording per linted file: the cache's dependencies).
         self.dependencies = DependencyRecorder()
+        # Facts about project files by content, for the whole-project questions (kept
+        # between runs when the run uses the cache: the engine replaces it).
+        self.summaries = SummaryStore()
 
     def add_root_for(self, path: Path) -> None:
         folder = path.resolve().parent if path.is_symlink() else self._resolved(path.parent)

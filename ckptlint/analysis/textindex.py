@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptlint.analysis.project import Project
+from ckptlint.storage.plain_data import ShapeError, want_list, want_str, want_strs
 
 # `class Name(bases):` (the bases may span lines); the names in the bases, keywords left out.
 CLASS_STATEMENT = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.M)
@@ -34,18 +35,15 @@ class TextIndex:
         if self._built:
             return
         self._built = True
+        store = self.project.summaries
         for path in self.project.source_files():
             text = self.project.source_text(path)
             if not text:
                 continue
-            if "class" in text:
-                for match in CLASS_STATEMENT.finditer(text):
-                    bases = " ".join(match.group(2).split())
-                    for base in BASE_NAME.findall(bases):
-                        self._subclasses.setdefault(base, set()).add((path, match.group(1)))
-            if "@" in text:
-                for name in DECORATOR_LINE.findall(text):
-                    self._decorated.setdefault(name, set()).add(path)
+            for subclass, base in store.fact(text, "bases", class_bases, list, stored_pairs):
+                self._subclasses.setdefault(base, set()).add((path, subclass))
+            for name in store.fact(text, "decorators", decorator_names, list, stored_names):
+                self._decorated.setdefault(name, set()).add(path)
 
     def subclass_files(self, name: str, defining: re.Pattern[str]) -> list[Path]:
         """Files that may define a class deriving (directly or through other project
@@ -68,3 +66,28 @@ class TextIndex:
         """Files with a line `@name` (or `@something.name`)."""
         self.build()
         return sorted(self._decorated.get(name, ()))
+
+
+def class_bases(text: str) -> list[list[str]]:
+    """[class name, base name] for each base named in the text's class statements."""
+    if "class" not in text:
+        return []
+    return [[match.group(1), base] for match in CLASS_STATEMENT.finditer(text)
+            for base in BASE_NAME.findall(" ".join(match.group(2).split()))]
+
+
+def decorator_names(text: str) -> list[str]:
+    return DECORATOR_LINE.findall(text) if "@" in text else []
+
+
+def stored_pairs(data: object) -> list[list[str]]:
+    pairs = []
+    for pair in want_list(data, "bases"):
+        if type(pair) is not list or len(pair) != 2:
+            raise ShapeError("bases: expected [class, base] pairs")
+        pairs.append([want_str(pair[0], "class"), want_str(pair[1], "base")])
+    return pairs
+
+
+def stored_names(data: object) -> list[str]:
+    return list(want_strs(data, "decorators"))

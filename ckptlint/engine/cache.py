@@ -37,7 +37,9 @@ from typing import Any
 
 from ckptlint import __version__
 from ckptlint.analysis.project import MAX_PROJECT_FILES, SKIPPED_DIRS
+from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.findings import Finding, SiteRecord
+from ckptlint.storage.markers import write_markers
 from ckptlint.storage.plain_data import (
     ShapeError,
     read_json,
@@ -162,6 +164,8 @@ class Cache:
     # dependencies), by absolute path, as plain data (checked where read: `known_digest`).
     digests: dict[str, Any] = field(default_factory=dict)
     changed: bool = False
+    # Facts about project files by content, next to the entries (`summary_store`).
+    summaries: SummaryStore | None = None
     _current: dict[str, str | None] = field(default_factory=dict)  # digests seen this run
     _project: str | None = None
 
@@ -176,7 +180,7 @@ class Cache:
                 note_once(f"ckptlint: {link} is a symbolic link; running without the cache "
                           "(a cache inside the project is never used through a link)")
                 return None
-        cache = cls(path, roots=list(roots))
+        cache = cls(path, roots=list(roots), summaries=SummaryStore.in_cache(folder, chosen))
         data = read_json(path)
         if (type(data) is dict and data.get("format") == FORMAT
                 and type(data.get("entries")) is dict and type(data.get("digests")) is dict):
@@ -337,18 +341,3 @@ def project_signature(roots: list[Path]) -> str:
                 break
             stack.extend(reversed(folders))
     return summary.hexdigest()
-
-
-def write_markers(folder: Path) -> None:
-    """Keep the cache out of git and backups (as ruff and pytest do); new files only."""
-    for name, text in ((".gitignore", "# Created by ckptlint automatically.\n*\n"),
-                       ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
-                                        "# This file is a cache directory tag created by "
-                                        "ckptlint.\n")):
-        try:
-            handle = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                             | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        except OSError:
-            continue
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)

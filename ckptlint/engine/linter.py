@@ -153,6 +153,7 @@ class Linter:
                 return result
             with self.project.dependencies.recording() as accessed:
                 self.analysis.lint_module(path, display, text, result, syntax_checked=True)
+            self.project.summaries.flush()
             own = path.resolve()
             result.dependencies = tuple(sorted(str(p) for p in accessed if p != own))
         except SourceError as error:

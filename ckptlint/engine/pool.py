@@ -88,6 +88,8 @@ def _initialize(config, roots: list[str], cache, status, watch: tuple[int, int] 
 
     _linter = Linter(config)
     _linter.project.roots = [Path(root) for root in roots]
+    if cache is not None and cache.summaries is not None:
+        _linter.project.summaries = cache.summaries
     _cache = cache
     _status = status
 

@@ -159,6 +159,8 @@ class Run:
             from ckptlint.engine.cache import Cache
 
             self.cache = Cache.open(self.config, self.linter.project.roots)
+            if self.cache is not None and self.cache.summaries is not None:
+                self.linter.project.summaries = self.cache.summaries
         results: dict[int, FileResult] = {}
         keys: dict[int, CacheKey] = {}  # index -> what to store it under in the cache
         todo: dict[int, int] = {}  # index -> size, of the files the cache cannot answer

@@ -1,0 +1,141 @@
+"""The summary store: project facts kept between runs by content, never a stale answer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ckptlint.analysis.callgraph import summarize, summary_from_plain, summary_to_plain
+from ckptlint.analysis.summary_store import FORMAT, SummaryStore, text_digest
+from ckptlint.config import Config
+from ckptlint.engine.run import lint
+from ckptlint.storage.plain_data import ShapeError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+STATE_PHASES = FIXTURES / "projects" / "state_phases"
+STORE = f"summaries-{FORMAT}"
+
+
+def findings(paths: list[str], *, use_cache: bool = True, jobs: int = 1) -> list[dict]:
+    result = lint(paths, Config(root=Path.cwd()), use_cache=use_cache, jobs=jobs)
+    return [finding.to_json() for finding in result.findings]
+
+
+@pytest.fixture
+def phases_project(tmp_path: Path, monkeypatch) -> Path:
+    tree = tmp_path / "tree"
+    shutil.copytree(STATE_PHASES, tree)
+    monkeypatch.chdir(tree)
+    monkeypatch.setenv("CKPTLINT_CACHE_DIR", str(tmp_path / "cache"))
+    return tree
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.rglob("*.py")), ids=lambda p: p.name)
+def test_summaries_survive_the_plain_data_round_trip(path: Path) -> None:
+    summary = summarize(path.read_text())
+    if summary is None:
+        pytest.skip("CPython does not parse it (a syntax-error fixture)")
+    plain = json.loads(json.dumps(summary_to_plain(summary)))
+    assert summary_from_plain(plain) == summary
+
+
+def test_an_edit_to_a_file_reached_only_through_summaries_changes_the_findings(
+        phases_project: Path) -> None:
+    """train.py is never imported by model.py: the phases read it from its summary. Calling a
+    setter between the forward and `.backward()` there makes a configuration read a run-time
+    one; the store must not answer from the old text."""
+    before = findings(["model.py"])
+    assert findings(["model.py"]) == before
+    store = phases_project.parent / "cache" / STORE
+    assert (store / f"{text_digest((phases_project / 'train.py').read_text())}.json").is_file()
+    train = phases_project / "train.py"
+    train.write_text(train.read_text().replace(
+        "        loss = model(x).sum()\n",
+        "        loss = model(x).sum()\n        set_shift(model, 0.3)\n", 1))
+    after = findings(["model.py"])
+    assert after != before
+    assert any("Shift" in f["message"] or "shift" in f["message"] for f in after
+               if f not in before)
+    assert after == findings(["model.py"], use_cache=False)
+    assert (store / f"{text_digest(train.read_text())}.json").is_file()
+
+
+def test_output_is_the_same_with_and_without_the_store_and_across_jobs(
+        phases_project: Path) -> None:
+    uncached = findings(["."], use_cache=False)
+    assert findings(["."]) == uncached  # cold store
+    assert findings(["."]) == uncached  # warm
+    assert findings(["."], jobs=2) == uncached
+    assert findings(["."], use_cache=False, jobs=2) == uncached
+
+
+def test_a_stored_fact_of_the_wrong_shape_is_a_miss(phases_project: Path) -> None:
+    expected = findings(["."], use_cache=False)
+    findings(["."])
+    store = phases_project.parent / "cache" / STORE
+    entries = sorted(store.glob("*.json"))
+    assert entries
+    wrong_values = [None, 1, "x", [], {}, [[1]], {"f": [1, 2]}, True]
+    for index, entry in enumerate(entries):
+        data = json.loads(entry.read_text())
+        name = sorted(data)[index % len(data)]
+        data[name] = wrong_values[index % len(wrong_values)]
+        entry.write_text(json.dumps(data))
+    (phases_project / "run-cache-bust.py").write_text("x = 1\n")  # the results are re-analysed
+    assert findings(["."]) == expected
+
+
+def test_summary_fields_are_checked_one_by_one() -> None:
+    summary = summarize((STATE_PHASES / "model.py").read_text())
+    assert summary is not None
+    plain = summary_to_plain(summary)
+    for key in plain:
+        for wrong in (None, 3, "x", [["x"]]):
+            with pytest.raises(ShapeError):
+                summary_from_plain({**plain, key: wrong})
+    broken = json.loads(json.dumps(plain))
+    broken["functions"][0][5] = "yes"  # driver: a boolean
+    with pytest.raises(ShapeError):
+        summary_from_plain(broken)
+
+
+def test_a_store_folder_that_is_a_link_in_the_tree_is_not_used(tmp_path: Path) -> None:
+    cache = tmp_path / ".ckptlint_cache"
+    cache.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (cache / STORE).symlink_to(outside)
+    store = SummaryStore.in_cache(cache, chosen=False)
+    assert store.fact("x = 1\n", "calls", lambda text: ["x"], list, list) == ["x"]
+    store.flush()
+    assert list(outside.iterdir()) == []
+    assert SummaryStore.in_cache(cache, chosen=True).folder == cache / STORE
+
+
+def test_who_calls_a_name_is_the_same_looked_up_directly_or_from_the_index() -> None:
+    """The first names are looked up one by one, later ones in an index of every file's
+    called names: both must list the same files, for every name the project's texts hold."""
+    import re
+
+    from ckptlint.analysis.phases import DIRECT_LOOKUPS, PhaseFinder
+
+    files = sorted(FIXTURES.rglob("*.py"))
+    texts = {path: path.read_text() for path in files}
+    names = sorted({word for text in texts.values() for word in re.findall(r"\w+", text)})
+
+    def finder() -> PhaseFinder:
+        return PhaseFinder(lambda: files, texts.get, lambda path: path.stem)
+
+    indexed = finder()
+    for name in [f"unused_{n}" for n in range(DIRECT_LOOKUPS)]:
+        indexed.files_calling(name)  # past the direct lookups: the index answers from here
+    direct_answers = {}
+    for start in range(0, len(names), DIRECT_LOOKUPS):
+        direct = finder()
+        for name in names[start:start + DIRECT_LOOKUPS]:
+            direct_answers[name] = direct.files_calling(name)
+    assert any(direct_answers.values())
+    assert {name: indexed.files_calling(name) for name in names} == direct_answers
