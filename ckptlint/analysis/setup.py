@@ -1,0 +1,417 @@
+"""The training setup a project's checkpoints run in, read statically (CKP601, `--show-settings`).
+
+One `TrainingSetup` per run, for the whole project: the project is taken to train one way.
+Each fact is a `Fact` (a value and where it was read) or None when nothing in the project
+says; facts the project states in contradictory ways, or through something the linter cannot
+read, are `Fact(UNKNOWN, ...)`: rules act only on known values.
+
+Where facts come from (docs/setup.md lists every spelling):
+- Python files of the project, parsed with `ast` (never imported), calls only:
+  `deepspeed=` (TrainingArguments, trl configs, Lightning) and `deepspeed.initialize(config=)`
+  with a path or a dict literal (or a name bound to one at module level);
+  `find_unused_parameters=` (DistributedDataParallel, DDPStrategy,
+  DistributedDataParallelKwargs), `ddp_find_unused_parameters=`, `static_graph=`; `fsdp=`,
+  `fully_shard(mp_policy=)`; peft (`get_peft_model`, `prepare_model_for_kbit_training`,
+  `PeftModel.from_pretrained`, a `peft_config=` keyword) and `requires_grad_(False)`;
+  Lightning `strategy=` strings, `DeepSpeedStrategy(stage=)`; string literals naming an
+  accelerate config file.
+- Config files the code names by path, or at a default place: the only DeepSpeed JSON config
+  in the project's top two folder levels (several and none named: unknown), an accelerate
+  config (`accelerate_config.yaml`, `default_config.yaml`) at the project root. JSON is read
+  with `json`, YAML with `yaml.safe_load`; each file must be a regular file of at most
+  `MAX_CONFIG_BYTES` inside the project root, reached without leaving it (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ckptlint.storage.plain_data import read_json, read_regular_file
+
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_SOURCE_BYTES = 5 * 1024 * 1024
+MAX_SCANNED_CONFIGS = 200  # candidate JSON files looked at when the code names none
+UNKNOWN = "unknown"
+# A file can state a setup only if one of these words stands in it.
+_SETUP_WORDS = re.compile(r"deepspeed|find_unused_parameters|static_graph|fsdp|fully_shard|peft"
+                          r"|Lora|requires_grad_|strategy|\.ya?ml|DeepSpeed", re.IGNORECASE)
+ACCELERATE_DEFAULT_NAMES = ("accelerate_config.yaml", "accelerate_config.yml",
+                            "default_config.yaml", "default_config.yml")
+PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training", "get_peft_model_state_dict")
+DDP_CLASSES = ("DistributedDataParallel", "DDP", "DDPStrategy", "DistributedDataParallelKwargs")
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: Any  # an int, bool or str; UNKNOWN when stated in ways that disagree or cannot be read
+    origin: str  # where: `train.py:12`, `ds_zero3.json`
+
+    @property
+    def known(self) -> bool:
+        return self.value != UNKNOWN
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    zero_stage: Fact | None = None  # DeepSpeed ZeRO stage (0-3)
+    frozen_parameters: Fact | None = None  # True: peft adapters or `requires_grad_(False)`
+    find_unused_parameters: Fact | None = None  # DDP's
+    static_graph: Fact | None = None  # DDP's `static_graph=True` (tolerates reentrant)
+    fsdp: Fact | None = None  # FSDP in use (`fsdp=`, `fully_shard`, a strategy)
+    fsdp_mixed_precision: Fact | None = None  # `fully_shard(mp_policy=...)` as written
+    lightning_strategy: Fact | None = None
+
+    def lines(self) -> list[str]:
+        """`name: value (origin)` per fact, `-` where nothing says."""
+        return [f"{item.name.replace('_', '-')}: "
+                + (f"{fact.value} ({fact.origin})" if (fact := getattr(self, item.name))
+                   else "-") for item in fields(self)]
+
+    def requires_reentrant(self) -> bool:
+        """ZeRO-3 with frozen parameters: a non-reentrant replay meets partitioned weights."""
+        return is_true(self.frozen_parameters) and self.zero_stage is not None \
+            and self.zero_stage.value == 3
+
+    def as_data(self, *names: str) -> dict[str, Any]:
+        """The named facts as finding data: `{name: value, name_from: origin}`."""
+        data: dict[str, Any] = {}
+        for name in names:
+            fact = getattr(self, name)
+            if fact is not None:
+                data[name], data[f"{name}_from"] = fact.value, fact.origin
+        return data
+
+
+def is_true(fact: Fact | None) -> bool:
+    return fact is not None and fact.value is True
+
+
+@dataclass
+class _Collected:
+    """Every statement of each fact found, before they are merged."""
+
+    facts: dict[str, list[Fact]] = field(default_factory=dict)
+    ds_configs_named: bool = False  # the code names a DeepSpeed config (readable or not)
+
+    def add(self, name: str, value: Any, origin: str) -> None:
+        self.facts.setdefault(name, []).append(Fact(value, origin))
+
+    def extend(self, other: _Collected) -> None:
+        for name, found in other.facts.items():
+            self.facts.setdefault(name, []).extend(found)
+        self.ds_configs_named |= other.ds_configs_named
+
+    def merged(self) -> TrainingSetup:
+        values = {}
+        for name, found in self.facts.items():
+            distinct = {repr(fact.value) for fact in found}
+            values[name] = found[0] if len(distinct) == 1 else Fact(
+                UNKNOWN, "; ".join(f"{fact.value} at {fact.origin}" for fact in found[:4]))
+        return TrainingSetup(**values)
+
+
+class SetupReader:
+    """Reads the setup of one project root; each file is read once per run however many
+    file sets ask (`setup` is called once per set of files)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.collected = _Collected()
+        self._by_source: dict[Path, _Collected] = {}
+        self._loaded: dict[Path, Any] = {}
+        self.read_paths: set[Path] = set()  # every file read (the result cache's dependencies)
+
+    def setup(self, files: Iterable[Path]) -> TrainingSetup:
+        """The setup stated by the Python `files`, the configs they name, and configs at
+        their default places."""
+        total = _Collected()
+        for path in dict.fromkeys(files):
+            if path not in self._by_source:
+                self.collected = self._by_source[path] = _Collected()
+                self.read_source(path)
+            total.extend(self._by_source[path])
+        self.collected = total
+        self.read_default_configs()
+        return total.merged()
+
+    def where(self, path: Path, node: ast.AST | None = None) -> str:
+        try:
+            shown = path.resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            shown = path.name
+        return f"{shown}:{node.lineno}" if node is not None and hasattr(node, "lineno") \
+            else shown
+
+    # -- Python files ---------------------------------------------------------------------
+    def read_source(self, path: Path) -> None:
+        data = read_regular_file(path, MAX_SOURCE_BYTES)
+        if data is None:
+            return
+        text = data.decode("utf-8", errors="replace")
+        if not _SETUP_WORDS.search(text):
+            return
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        self.read_paths.add(path)
+        constants = module_constants(tree)
+        for node in walk(tree):
+            if isinstance(node, ast.Call):
+                self.read_call(path, node, constants)
+            elif isinstance(node, ast.Assign) and is_false(node.value) and any(
+                    isinstance(target, ast.Attribute) and target.attr == "requires_grad"
+                    for target in node.targets):
+                self.collected.add("frozen_parameters", True, self.where(path, node))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and node.value.endswith((".yaml", ".yml")) and len(node.value) < 300:
+                config = self.config_file(path, node.value)
+                if config is not None:
+                    self.read_accelerate_config(config, named=True)
+
+    def read_call(self, path: Path, call: ast.Call, constants: dict[str, ast.expr]) -> None:
+        name = last_name(call.func)
+        keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+        here = self.where(path, call)
+        add = self.collected.add
+        if "deepspeed" in keywords and not is_none(keywords["deepspeed"]):
+            self.read_deepspeed_value(path, keywords["deepspeed"], constants, here)
+        if name == "initialize" and dotted(call.func).startswith("deepspeed."):
+            for keyword in ("config", "config_params"):
+                if keyword in keywords:
+                    self.read_deepspeed_value(path, keywords[keyword], constants, here)
+        if name == "DeepSpeedPlugin":  # accelerate's
+            if "zero_stage" in keywords:
+                self.collected.ds_configs_named = True
+                add("zero_stage", as_stage(literal(keywords["zero_stage"])), here)
+            if "hf_ds_config" in keywords:
+                self.read_deepspeed_value(path, keywords["hf_ds_config"], constants, here)
+        if name == "DeepSpeedStrategy":
+            stage = keywords.get("stage")
+            self.collected.ds_configs_named = True
+            add("zero_stage", as_stage(literal(stage)) if stage is not None else 2, here)
+        if name in DDP_CLASSES and "find_unused_parameters" in keywords:
+            add("find_unused_parameters", flag(keywords["find_unused_parameters"]), here)
+        if "ddp_find_unused_parameters" in keywords \
+                and not is_none(keywords["ddp_find_unused_parameters"]):
+            add("find_unused_parameters", flag(keywords["ddp_find_unused_parameters"]), here)
+        if name in DDP_CLASSES and "static_graph" in keywords:
+            add("static_graph", flag(keywords["static_graph"]), here)
+        if "strategy" in keywords:
+            self.read_strategy(keywords["strategy"], here)
+        if "fsdp" in keywords and literal(keywords["fsdp"]) not in ("", None, False, [], ()):
+            add("fsdp", True, here)
+        if name == "fully_shard":
+            add("fsdp", True, here)
+            if "mp_policy" in keywords:
+                add("fsdp_mixed_precision", ast.unparse(keywords["mp_policy"])[:120], here)
+        if name in PEFT_CALLS or (name == "from_pretrained"
+                                  and last_name(getattr(call.func, "value", call.func))
+                                  .startswith("Peft")):
+            add("frozen_parameters", True, here)
+        if "peft_config" in keywords and not is_none(keywords["peft_config"]):
+            add("frozen_parameters", True, here)
+        if name == "requires_grad_" and call.args and is_false(call.args[0]):
+            add("frozen_parameters", True, here)
+
+    def read_strategy(self, value: ast.expr, here: str) -> None:
+        text = literal(value)
+        if not isinstance(text, str):
+            return
+        self.collected.add("lightning_strategy", text, here)
+        if text.startswith("deepspeed"):
+            stage = re.match(r"deepspeed_stage_(\d)", text)
+            self.collected.add("zero_stage", int(stage[1]) if stage else UNKNOWN, here)
+        elif text == "ddp_find_unused_parameters_true":
+            self.collected.add("find_unused_parameters", True, here)
+        elif text.startswith("fsdp"):
+            self.collected.add("fsdp", True, here)
+
+    def read_deepspeed_value(self, path: Path, value: ast.expr,
+                             constants: dict[str, ast.expr], here: str) -> None:
+        if isinstance(value, ast.Name) and value.id in constants:
+            value = constants[value.id]
+        self.collected.ds_configs_named = True
+        if isinstance(value, ast.Dict):
+            self.collected.add("zero_stage", zero_stage(literal(value)), here)
+        elif isinstance(value, ast.Constant) and isinstance(value.value, str):
+            config = self.config_file(path, value.value)
+            stage = zero_stage(self.load(config)) if config is not None else UNKNOWN
+            origin = self.where(config) if config is not None else f"{value.value!r} at {here}"
+            self.collected.add("zero_stage", stage, origin)
+        else:  # a path or dict computed at run time
+            self.collected.add("zero_stage", UNKNOWN, f"{ast.unparse(value)[:60]} at {here}")
+
+    # -- config files ---------------------------------------------------------------------
+    def config_file(self, source: Path, named: str) -> Path | None:
+        """The file a string names, relative to the naming file's folder or the project root,
+        when it lies inside the project root (links followed only within it)."""
+        for base in (source.parent, self.root):
+            candidate = base / named
+            try:
+                resolved = candidate.resolve()
+            except (OSError, RuntimeError, ValueError):
+                continue
+            if resolved.is_relative_to(self.root) and resolved.is_file():
+                return resolved
+        return None
+
+    def load(self, path: Path) -> Any:
+        """A config file's data (JSON, or YAML with `safe_load`); None when unusable."""
+        self.read_paths.add(path)
+        if path not in self._loaded:
+            self._loaded[path] = load_config(path)
+        return self._loaded[path]
+
+    def read_accelerate_config(self, path: Path, named: bool) -> None:
+        config = self.load(path)
+        if not isinstance(config, dict) or "distributed_type" not in config:
+            return
+        origin = self.where(path)
+        kind = str(config.get("distributed_type", "")).upper()
+        if kind == "DEEPSPEED":
+            self.collected.ds_configs_named = True
+            ds = config.get("deepspeed_config")
+            ds = ds if isinstance(ds, dict) else {}
+            file = ds.get("deepspeed_config_file")
+            if isinstance(file, str) and file:
+                inner = self.config_file(path, file)
+                stage = zero_stage(self.load(inner)) if inner is not None else UNKNOWN
+                self.collected.add("zero_stage", stage,
+                                   self.where(inner) if inner is not None else origin)
+            else:
+                self.collected.add("zero_stage", as_stage(ds.get("zero_stage")), origin)
+        elif kind == "FSDP":
+            self.collected.add("fsdp", True, origin)
+
+    def read_default_configs(self) -> None:
+        """Configs at their default places, when the code names none."""
+        for name in ACCELERATE_DEFAULT_NAMES:
+            path = self.root / name
+            if path.is_file() and not path.is_symlink():
+                self.read_accelerate_config(path, named=False)
+        if self.collected.ds_configs_named:
+            return
+        found = [(path, stage) for path in candidate_json(self.root)
+                 if isinstance(data := self.load(path), dict) and "zero_optimization" in data
+                 and (stage := zero_stage(data)) is not None]
+        if len(found) == 1:
+            path, stage = found[0]
+            self.collected.add("zero_stage", stage, f"{self.where(path)} (the only DeepSpeed "
+                                                    "config in the project)")
+        elif found:
+            self.collected.add("zero_stage", UNKNOWN, f"{len(found)} DeepSpeed configs, none "
+                                                      "named by the code")
+
+
+def load_config(path: Path) -> Any:
+    if path.suffix == ".json":
+        return read_json(path, MAX_CONFIG_BYTES)
+    data = read_regular_file(path, MAX_CONFIG_BYTES)
+    if data is None:
+        return None
+    import yaml  # (only here: most runs read no YAML)
+
+    try:
+        return yaml.safe_load(data)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+
+
+def candidate_json(root: Path) -> list[Path]:
+    """JSON files in the root and the folders just below it (hidden and skipped folders
+    left out), at most `MAX_SCANNED_CONFIGS`."""
+    from ckptlint.analysis.project import SKIPPED_DIRS
+
+    found: list[Path] = []
+    folders = [root]
+    try:
+        folders += sorted(Path(entry.path) for entry in os.scandir(root)
+                          if entry.is_dir(follow_symlinks=False)
+                          and entry.name not in SKIPPED_DIRS and not entry.name.startswith("."))
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        found += [Path(entry.path) for entry in entries if entry.name.endswith(".json")
+                  and entry.is_file(follow_symlinks=False)]
+    return found[:MAX_SCANNED_CONFIGS]
+
+
+def zero_stage(config: Any) -> int | str | None:
+    """A DeepSpeed config's ZeRO stage (0 when it has no `zero_optimization`); UNKNOWN when
+    it is not a readable config or says `"auto"`."""
+    if not isinstance(config, dict):
+        return UNKNOWN
+    zero = config.get("zero_optimization", {})
+    if not isinstance(zero, dict):
+        return UNKNOWN
+    return as_stage(zero.get("stage", 0))
+
+
+def as_stage(value: Any) -> int | str:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return value if type(value) is int and 0 <= value <= 3 else UNKNOWN
+
+
+def module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Module-level names bound once, to a string or a dict literal."""
+    bound: dict[str, list[ast.expr]] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(statement.value)
+    return {name: values[0] for name, values in bound.items()
+            if len(values) == 1 and isinstance(values[0], (ast.Dict, ast.Constant))}
+
+
+def walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk`, iteratively and in source order."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def literal(node: ast.expr | None) -> Any:
+    try:
+        return ast.literal_eval(node) if node is not None else None
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return UNKNOWN
+
+
+def flag(node: ast.expr) -> bool | str:
+    value = literal(node)
+    return value if isinstance(value, bool) else UNKNOWN
+
+
+def is_false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def last_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
