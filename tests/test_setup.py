@@ -187,9 +187,24 @@ DDP_MODEL = ("import torch\nfrom torch.nn.parallel import DistributedDataParalle
      "DistributedDataParallel(m, find_unused_parameters=False)", False),
 ])
 def test_ddp_find_unused_parameters_with_reentrant_checkpoints(tmp_path, setup, reported):
-    root = write_project(tmp_path, {"model.py": DDP_MODEL, "train.py": setup + "\n"})
+    root = write_project(tmp_path, {"model.py": DDP_MODEL,
+                                    "train.py": "from model import forward\n" + setup + "\n"})
     expected = [("model.py", "CKP101", 5)] + ([("model.py", "CKP601", 5)] if reported else [])
     assert codes(findings(root)) == expected
+
+
+def test_a_fact_holds_for_the_modules_its_file_imports(tmp_path):
+    """Through a package and a relative import; a script that does not import the model
+    does not set its setup."""
+    ddp = "DistributedDataParallel(m, find_unused_parameters=True)\n"
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/nets/__init__.py": "",
+        "pkg/nets/model.py": DDP_MODEL, "pkg/nets/wrap.py": "from .model import forward\n",
+        "pkg/train.py": "from pkg.nets import wrap\n" + ddp,
+        "other.py": ddp, "solo.py": DDP_MODEL})
+    found = codes(findings(root))
+    assert ("model.py", "CKP601", 5) in found
+    assert ("solo.py", "CKP601", 5) not in found and ("solo.py", "CKP101", 5) in found
 
 
 def test_the_ddp_fixture_reports_the_keyword():

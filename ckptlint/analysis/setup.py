@@ -1,9 +1,11 @@
 """The training setup a project's checkpoints run in, read statically (CKP601, `--show-settings`).
 
-One `TrainingSetup` per run, for the whole project: the project is taken to train one way.
-Each fact is a `Fact` (a value and where it was read) or None when nothing in the project
-says; facts the project states in contradictory ways, or through something the linter cannot
-read, are `Fact(UNKNOWN, ...)`: rules act only on known values.
+A fact stated in a Python file holds for the checkpoints of that file and of the project
+modules it imports, directly or through others (a training script's `DistributedDataParallel`
+holds for the model it imports, not for another script's); a fact read from a config at its
+default place holds for the whole project. Each fact is a `Fact` (a value and where it was
+read) or None when nothing says; facts stated in contradictory ways, or through something the
+linter cannot read, are `Fact(UNKNOWN, ...)`: rules act only on known values.
 
 Where facts come from (docs/setup.md lists every spelling):
 - Python files of the project, parsed with `ast` (never imported), calls only:
@@ -30,17 +32,23 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptlint.storage.plain_data import read_json, read_regular_file
+
+if TYPE_CHECKING:
+    from ckptlint.analysis.project import Project
 
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_SOURCE_BYTES = 5 * 1024 * 1024
 MAX_SCANNED_CONFIGS = 200  # candidate JSON files looked at when the code names none
 UNKNOWN = "unknown"
 # A file can state a setup only if one of these words stands in it.
-_SETUP_WORDS = re.compile(r"deepspeed|find_unused_parameters|static_graph|fsdp|fully_shard|peft"
-                          r"|Lora|requires_grad_|strategy|\.ya?ml|DeepSpeed", re.IGNORECASE)
+_SETUP_WORDS = re.compile(
+    r"deepspeed|find_unused_parameters\s*=|static_graph\s*=|fsdp\s*=|fully_shard|strategy\s*="
+    r"|get_peft_model|prepare_model_for_kbit_training|Peft|peft_config\s*="
+    r"|requires_grad_\(\s*False|requires_grad\s*=\s*False|\.ya?ml[\"']", re.IGNORECASE)
+MAX_REACHED_FILES = 10000
 ACCELERATE_DEFAULT_NAMES = ("accelerate_config.yaml", "accelerate_config.yml",
                             "default_config.yaml", "default_config.yml")
 PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training", "get_peft_model_state_dict")
@@ -117,28 +125,73 @@ class _Collected:
 
 
 class SetupReader:
-    """Reads the setup of one project root; each file is read once per run however many
-    file sets ask (`setup` is called once per set of files)."""
+    """Reads the setup of one project; each file is read once per run however many sites
+    ask. `project` finds the modules a file imports (module name -> file)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, project: Project) -> None:
         self.root = root.resolve()
+        self.project = project
         self.collected = _Collected()
         self._by_source: dict[Path, _Collected] = {}
+        self._imports: dict[Path, list[Path]] = {}
+        self._reach: dict[Path, frozenset[Path]] = {}
         self._loaded: dict[Path, Any] = {}
         self.read_paths: set[Path] = set()  # every file read (the result cache's dependencies)
 
-    def setup(self, files: Iterable[Path]) -> TrainingSetup:
-        """The setup stated by the Python `files`, the configs they name, and configs at
-        their default places."""
+    def setup(self, files: Iterable[Path], site_file: Path | None = None) -> TrainingSetup:
+        """The setup of `site_file`'s checkpoints (None: of the whole project) stated by the
+        Python `files`, the configs they name, and configs at their default places."""
         total = _Collected()
         for path in dict.fromkeys(files):
-            if path not in self._by_source:
-                self.collected = self._by_source[path] = _Collected()
-                self.read_source(path)
-            total.extend(self._by_source[path])
+            found = self.facts_of(path)
+            total.ds_configs_named |= found.ds_configs_named
+            if found.facts and (site_file is None or site_file in self.reach(path)):
+                total.extend(found)
         self.collected = total
         self.read_default_configs()
         return total.merged()
+
+    def facts_of(self, path: Path) -> _Collected:
+        if path not in self._by_source:
+            self.collected = self._by_source[path] = _Collected()
+            self.read_source(path)
+        return self._by_source[path]
+
+    def reach(self, path: Path) -> frozenset[Path]:
+        """`path` and the project files it imports, directly or through others."""
+        if path not in self._reach:
+            seen = {path}
+            pending = [path]
+            while pending and len(seen) < MAX_REACHED_FILES:
+                for imported in self.imports_of(pending.pop()):
+                    if imported not in seen:
+                        seen.add(imported)
+                        pending.append(imported)
+            self._reach[path] = frozenset(seen)
+            self.read_paths |= seen
+        return self._reach[path]
+
+    def imports_of(self, path: Path) -> list[Path]:
+        """The project files a file imports (its own folder counts, as for a script)."""
+        if path not in self._imports:
+            self._imports[path] = []
+            tree = parse(path)
+            if tree is not None:
+                module, is_package = self.project.module_name(path)
+                package = module if is_package else module.rpartition(".")[0]
+                found = [self.module_file(name, path.parent)
+                         for name in imported_names(tree, package)]
+                self._imports[path] = [file for file in dict.fromkeys(found) if file]
+        return self._imports[path]
+
+    def module_file(self, dotted_name: str, folder: Path) -> Path | None:
+        found = self.project.module_path(dotted_name)
+        if found is None:
+            base = folder.joinpath(*dotted_name.split("."))
+            found = next((candidate for candidate in (base.with_suffix(".py"),
+                                                      base / "__init__.py")
+                          if candidate.is_file()), None)
+        return found.resolve() if found is not None else None
 
     def where(self, path: Path, node: ast.AST | None = None) -> str:
         try:
@@ -150,15 +203,8 @@ class SetupReader:
 
     # -- Python files ---------------------------------------------------------------------
     def read_source(self, path: Path) -> None:
-        data = read_regular_file(path, MAX_SOURCE_BYTES)
-        if data is None:
-            return
-        text = data.decode("utf-8", errors="replace")
-        if not _SETUP_WORDS.search(text):
-            return
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = parse(path, _SETUP_WORDS)
+        if tree is None:
             return
         self.read_paths.add(path)
         constants = module_constants(tree)
@@ -308,6 +354,40 @@ class SetupReader:
         elif found:
             self.collected.add("zero_stage", UNKNOWN, f"{len(found)} DeepSpeed configs, none "
                                                       "named by the code")
+
+
+def parse(path: Path, needs: re.Pattern[str] | None = None) -> ast.Module | None:
+    """A Python file's `ast` (None when unreadable, not Python, or without `needs`)."""
+    data = read_regular_file(path, MAX_SOURCE_BYTES)
+    if data is None:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    if needs is not None and not needs.search(text):
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def imported_names(tree: ast.Module, package: str) -> Iterator[str]:
+    """Dotted names of the modules a file imports (`from a import b`: `a` and `a.b`),
+    relative imports made absolute from `package`."""
+    for node in walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                if node.level - 1 > len(parts):
+                    continue
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join([*parts, base] if base else parts)
+            if base:
+                yield base
+            yield from (f"{base}.{alias.name}" if base else alias.name
+                        for alias in node.names if alias.name != "*")
 
 
 def load_config(path: Path) -> Any:

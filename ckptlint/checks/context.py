@@ -53,7 +53,7 @@ class RuleContext:
 
     def __post_init__(self) -> None:
         self.dependencies = self.project.dependencies
-        self.setup_reader = SetupReader(self.config.root)
+        self.setup_reader = SetupReader(self.config.root, self.project)
 
     @classmethod
     def for_run(cls, config: Config, project: Project, resolver: Resolver) -> RuleContext:
@@ -66,18 +66,16 @@ class RuleContext:
                              lambda: versions_in_force(self.config, package))
 
     def setup(self, path: Path) -> TrainingSetup:
-        """The training setup a file's checkpoints run in: the project's files, and the file
-        itself when the project scan does not hold it (a script outside any package)."""
-        files = self.project.source_files()
+        """The training setup a file's checkpoints run in: facts stated by the project's
+        files (and the file itself, when the project scan does not hold it) that import it,
+        and configs at their default places."""
         path = path.resolve()
-        key = ("setup",) if path in self.memo.get(("project-files",), lambda: set(files)) \
-            else ("setup", path)
 
         def read() -> TrainingSetup:
-            found = self.setup_reader.setup([*files, path])
+            found = self.setup_reader.setup([*self.project.source_files(), path], path)
             self.dependencies.record_all(self.setup_reader.read_paths)
             return found
-        return self.memo.get(key, read)
+        return self.memo.get(("setup", path), read)
 
     def tensors(self, reached: Reached) -> TensorInference:
         """The tensor-value inference of one reached function (one per function per run)."""

@@ -44,5 +44,5 @@ def training_setup(config: Config, paths: list[str]):
 
     named = [Path(path).resolve() for path in paths
              if path.endswith(".py") and Path(path).is_file()]
-    files = Project(list(config.import_roots)).source_files()
-    return SetupReader(config.root).setup([*files, *named])
+    project = Project(list(config.import_roots))
+    return SetupReader(config.root, project).setup([*project.source_files(), *named])
