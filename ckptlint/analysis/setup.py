@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from ckptlint.analysis.project import Project
 
 MAX_CONFIG_BYTES = 1024 * 1024
-MAX_SOURCE_BYTES = 5 * 1024 * 1024
 MAX_SCANNED_CONFIGS = 200  # candidate JSON files looked at when the code names none
 UNKNOWN = "unknown"
 # A file can state a setup only if one of these words stands in it.
@@ -49,6 +48,8 @@ _SETUP_WORDS = re.compile(
     r"|get_peft_model|prepare_model_for_kbit_training|Peft|peft_config\s*="
     r"|requires_grad_\(\s*False|requires_grad\s*=\s*False|\.ya?ml[\"']", re.IGNORECASE)
 MAX_REACHED_FILES = 10000
+# Facts that can only clear a finding: asked for, but not needed to be stated.
+CLEARING_FACTS = frozenset({"static_graph"})
 ACCELERATE_DEFAULT_NAMES = ("accelerate_config.yaml", "accelerate_config.yml",
                             "default_config.yaml", "default_config.yml")
 PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training", "get_peft_model_state_dict")
@@ -81,6 +82,10 @@ class TrainingSetup:
                 + (f"{fact.value} ({fact.origin})" if (fact := getattr(self, item.name))
                    else "-") for item in fields(self)]
 
+    # The facts each question needs (`SetupReader.setup(wanted=...)`).
+    REENTRANT_NEEDS = frozenset({"zero_stage", "frozen_parameters"})
+    DDP_NEEDS = frozenset({"find_unused_parameters", "static_graph"})
+
     def requires_reentrant(self) -> bool:
         """ZeRO-3 with frozen parameters: a non-reentrant replay meets partitioned weights."""
         return is_true(self.frozen_parameters) and self.zero_stage is not None \
@@ -104,16 +109,17 @@ def is_true(fact: Fact | None) -> bool:
 class _Collected:
     """Every statement of each fact found, before they are merged."""
 
+    source: Path | None = None  # the Python file stating them (None: configs at default places)
     facts: dict[str, list[Fact]] = field(default_factory=dict)
     ds_configs_named: bool = False  # the code names a DeepSpeed config (readable or not)
 
     def add(self, name: str, value: Any, origin: str) -> None:
         self.facts.setdefault(name, []).append(Fact(value, origin))
 
-    def extend(self, other: _Collected) -> None:
+    def extend(self, other: _Collected, wanted: frozenset[str] | None = None) -> None:
         for name, found in other.facts.items():
-            self.facts.setdefault(name, []).extend(found)
-        self.ds_configs_named |= other.ds_configs_named
+            if wanted is None or name in wanted:
+                self.facts.setdefault(name, []).extend(found)
 
     def merged(self) -> TrainingSetup:
         values = {}
@@ -136,24 +142,39 @@ class SetupReader:
         self._imports: dict[Path, list[Path]] = {}
         self._reach: dict[Path, frozenset[Path]] = {}
         self._loaded: dict[Path, Any] = {}
+        self._defaults: dict[bool, _Collected] = {}
         self.read_paths: set[Path] = set()  # every file read (the result cache's dependencies)
 
-    def setup(self, files: Iterable[Path], site_file: Path | None = None) -> TrainingSetup:
+    def setup(self, files: Iterable[Path], site_file: Path | None = None,
+              wanted: frozenset[str] | None = None) -> TrainingSetup:
         """The setup of `site_file`'s checkpoints (None: of the whole project) stated by the
-        Python `files`, the configs they name, and configs at their default places."""
-        total = _Collected()
+        Python `files`, the configs they name, and configs at their default places.
+        `wanted`: the facts asked for (None: all); unless each of them but the
+        `CLEARING_FACTS` is stated somewhere, none is given, and no import is followed."""
+        stating: list[_Collected] = []
+        named = False
         for path in dict.fromkeys(files):
             found = self.facts_of(path)
-            total.ds_configs_named |= found.ds_configs_named
-            if found.facts and (site_file is None or site_file in self.reach(path)):
-                total.extend(found)
-        self.collected = total
-        self.read_default_configs()
+            named |= found.ds_configs_named
+            if found.facts:
+                stating.append(found)
+        defaults = self.default_configs(named)
+        stated = {name for found in (*stating, defaults) for name in found.facts}
+        if wanted is not None and not wanted - CLEARING_FACTS <= stated:
+            return TrainingSetup()
+        total = _Collected()
+        for found in stating:
+            if wanted is not None and not wanted & set(found.facts):
+                continue
+            if site_file is None or (found.source is not None
+                                     and site_file in self.reach(found.source)):
+                total.extend(found, wanted)
+        total.extend(defaults, wanted)
         return total.merged()
 
     def facts_of(self, path: Path) -> _Collected:
         if path not in self._by_source:
-            self.collected = self._by_source[path] = _Collected()
+            self.collected = self._by_source[path] = _Collected(path)
             self.read_source(path)
         return self._by_source[path]
 
@@ -175,7 +196,7 @@ class SetupReader:
         """The project files a file imports (its own folder counts, as for a script)."""
         if path not in self._imports:
             self._imports[path] = []
-            tree = parse(path)
+            tree = parse(self.project.source_text(path))
             if tree is not None:
                 module, is_package = self.project.module_name(path)
                 package = module if is_package else module.rpartition(".")[0]
@@ -203,7 +224,7 @@ class SetupReader:
 
     # -- Python files ---------------------------------------------------------------------
     def read_source(self, path: Path) -> None:
-        tree = parse(path, _SETUP_WORDS)
+        tree = parse(self.project.source_text(path), _SETUP_WORDS)
         if tree is None:
             return
         self.read_paths.add(path)
@@ -336,14 +357,20 @@ class SetupReader:
         elif kind == "FSDP":
             self.collected.add("fsdp", True, origin)
 
-    def read_default_configs(self) -> None:
-        """Configs at their default places, when the code names none."""
-        for name in ACCELERATE_DEFAULT_NAMES:
-            path = self.root / name
-            if path.is_file() and not path.is_symlink():
-                self.read_accelerate_config(path, named=False)
-        if self.collected.ds_configs_named:
-            return
+    def default_configs(self, named: bool) -> _Collected:
+        """Facts of the configs at their default places (`named`: the code names a DeepSpeed
+        config, so no JSON file is taken for it)."""
+        if named not in self._defaults:
+            self.collected = self._defaults[named] = _Collected()
+            for name in ACCELERATE_DEFAULT_NAMES:
+                path = self.root / name
+                if path.is_file() and not path.is_symlink():
+                    self.read_accelerate_config(path, named=False)
+            if not named and not self.collected.ds_configs_named:
+                self.read_only_deepspeed_config()
+        return self._defaults[named]
+
+    def read_only_deepspeed_config(self) -> None:
         found = [(path, stage) for path in candidate_json(self.root)
                  if isinstance(data := self.load(path), dict) and "zero_optimization" in data
                  and (stage := zero_stage(data)) is not None]
@@ -356,12 +383,10 @@ class SetupReader:
                                                       "named by the code")
 
 
-def parse(path: Path, needs: re.Pattern[str] | None = None) -> ast.Module | None:
+def parse(text: str | None, needs: re.Pattern[str] | None = None) -> ast.Module | None:
     """A Python file's `ast` (None when unreadable, not Python, or without `needs`)."""
-    data = read_regular_file(path, MAX_SOURCE_BYTES)
-    if data is None:
+    if text is None:
         return None
-    text = data.decode("utf-8", errors="replace")
     if needs is not None and not needs.search(text):
         return None
     try:

@@ -65,17 +65,17 @@ class RuleContext:
         return self.memo.get(("versions", package),
                              lambda: versions_in_force(self.config, package))
 
-    def setup(self, path: Path) -> TrainingSetup:
-        """The training setup a file's checkpoints run in: facts stated by the project's
-        files (and the file itself, when the project scan does not hold it) that import it,
-        and configs at their default places."""
+    def setup(self, path: Path, wanted: frozenset[str]) -> TrainingSetup:
+        """The `wanted` facts of the training setup a file's checkpoints run in: stated by
+        the project's files (and the file itself, when the project scan does not hold it)
+        that import it, and by configs at their default places."""
         path = path.resolve()
 
         def read() -> TrainingSetup:
-            found = self.setup_reader.setup([*self.project.source_files(), path], path)
+            found = self.setup_reader.setup([*self.project.source_files(), path], path, wanted)
             self.dependencies.record_all(self.setup_reader.read_paths)
             return found
-        return self.memo.get(("setup", path), read)
+        return self.memo.get(("setup", path, wanted), read)
 
     def tensors(self, reached: Reached) -> TensorInference:
         """The tensor-value inference of one reached function (one per function per run)."""

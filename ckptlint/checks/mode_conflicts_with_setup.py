@@ -69,7 +69,9 @@ class ModeConflictsWithSetup(SiteRule):
         mode = self.mode_in_force(site)
         if mode == Mode.UNKNOWN:
             return
-        setup = self.context.setup(site.module.path)
+        needs = TrainingSetup.REENTRANT_NEEDS if mode == Mode.NON_REENTRANT \
+            else TrainingSetup.DDP_NEEDS
+        setup = self.context.setup(site.module.path, needs)
         pairing = conflict(mode, setup)
         if pairing is None or (pairing == ZERO3_FROZEN and self.trl_forces_reentrant(site)):
             return
@@ -113,7 +115,8 @@ def conflict(mode: Mode, setup: TrainingSetup) -> str | None:
 def requires_reentrant(rule: SiteRule, site: Site) -> bool:
     """Does the setup a site runs in break non-reentrant checkpoints (CKP101, CKP102, CKP104
     ask, so that they never push a site into CKP601)?"""
-    return rule.context.setup(site.module.path).requires_reentrant()
+    return rule.context.setup(site.module.path,
+                              TrainingSetup.REENTRANT_NEEDS).requires_reentrant()
 
 
 def deciding_node(site: Site) -> cst.CSTNode:
