@@ -34,7 +34,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ckptlint.screen.confirm import called_name
 from ckptlint.storage.plain_data import read_json, read_regular_file
+from ckptlint.syntax.modnames import resolve_relative
 
 if TYPE_CHECKING:
     from ckptlint.analysis.project import Project
@@ -52,7 +54,7 @@ MAX_REACHED_FILES = 10000
 CLEARING_FACTS = frozenset({"static_graph"})
 ACCELERATE_DEFAULT_NAMES = ("accelerate_config.yaml", "accelerate_config.yml",
                             "default_config.yaml", "default_config.yml")
-PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training", "get_peft_model_state_dict")
+PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training")
 DDP_CLASSES = ("DistributedDataParallel", "DDP", "DDPStrategy", "DistributedDataParallelKwargs")
 
 
@@ -60,10 +62,6 @@ DDP_CLASSES = ("DistributedDataParallel", "DDP", "DDPStrategy", "DistributedData
 class Fact:
     value: Any  # an int, bool or str; UNKNOWN when stated in ways that disagree or cannot be read
     origin: str  # where: `train.py:12`, `ds_zero3.json`
-
-    @property
-    def known(self) -> bool:
-        return self.value != UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -199,9 +197,8 @@ class SetupReader:
             tree = parse(self.project.source_text(path))
             if tree is not None:
                 module, is_package = self.project.module_name(path)
-                package = module if is_package else module.rpartition(".")[0]
                 found = [self.module_file(name, path.parent)
-                         for name in imported_names(tree, package)]
+                         for name in imported_names(tree, module, is_package)]
                 self._imports[path] = [file for file in dict.fromkeys(found) if file]
         return self._imports[path]
 
@@ -229,7 +226,7 @@ class SetupReader:
             return
         self.read_paths.add(path)
         constants = module_constants(tree)
-        for node in walk(tree):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 self.read_call(path, node, constants)
             elif isinstance(node, ast.Assign) and is_false(node.value) and any(
@@ -243,13 +240,14 @@ class SetupReader:
                     self.read_accelerate_config(config, named=True)
 
     def read_call(self, path: Path, call: ast.Call, constants: dict[str, ast.expr]) -> None:
-        name = last_name(call.func)
+        name = called_name(call.func) or ""
         keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
         here = self.where(path, call)
         add = self.collected.add
         if "deepspeed" in keywords and not is_none(keywords["deepspeed"]):
             self.read_deepspeed_value(path, keywords["deepspeed"], constants, here)
-        if name == "initialize" and dotted(call.func).startswith("deepspeed."):
+        if name == "initialize" and isinstance(call.func, ast.Attribute) \
+                and called_name(call.func.value) == "deepspeed":
             for keyword in ("config", "config_params"):
                 if keyword in keywords:
                     self.read_deepspeed_value(path, keywords[keyword], constants, here)
@@ -279,8 +277,8 @@ class SetupReader:
             if "mp_policy" in keywords:
                 add("fsdp_mixed_precision", ast.unparse(keywords["mp_policy"])[:120], here)
         if name in PEFT_CALLS or (name == "from_pretrained"
-                                  and last_name(getattr(call.func, "value", call.func))
-                                  .startswith("Peft")):
+                                  and isinstance(call.func, ast.Attribute)
+                                  and (called_name(call.func.value) or "").startswith("Peft")):
             add("frozen_parameters", True, here)
         if "peft_config" in keywords and not is_none(keywords["peft_config"]):
             add("frozen_parameters", True, here)
@@ -395,20 +393,15 @@ def parse(text: str | None, needs: re.Pattern[str] | None = None) -> ast.Module 
         return None
 
 
-def imported_names(tree: ast.Module, package: str) -> Iterator[str]:
+def imported_names(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
     """Dotted names of the modules a file imports (`from a import b`: `a` and `a.b`),
-    relative imports made absolute from `package`."""
-    for node in walk(tree):
+    relative imports made absolute from the file's `module`."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                if node.level - 1 > len(parts):
-                    continue
-                parts = parts[:len(parts) - (node.level - 1)]
-                base = ".".join([*parts, base] if base else parts)
+            base = resolve_relative(module, is_package, node.level, node.module) \
+                if node.level else node.module or ""
             if base:
                 yield base
             yield from (f"{base}.{alias.name}" if base else alias.name
@@ -481,15 +474,6 @@ def module_constants(tree: ast.Module) -> dict[str, ast.expr]:
             if len(values) == 1 and isinstance(values[0], (ast.Dict, ast.Constant))}
 
 
-def walk(tree: ast.AST) -> Iterator[ast.AST]:
-    """`ast.walk`, iteratively and in source order."""
-    pending = [tree]
-    while pending:
-        node = pending.pop()
-        yield node
-        pending.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
 def literal(node: ast.expr | None) -> Any:
     try:
         return ast.literal_eval(node) if node is not None else None
@@ -508,15 +492,3 @@ def is_false(node: ast.expr) -> bool:
 
 def is_none(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
-
-
-def last_name(node: ast.expr) -> str:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else ""
-
-
-def dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Attribute):
-        return f"{dotted(node.value)}.{node.attr}"
-    return node.id if isinstance(node, ast.Name) else ""
