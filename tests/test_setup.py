@@ -207,6 +207,17 @@ def test_a_fact_holds_for_the_modules_its_file_imports(tmp_path):
     assert ("solo.py", "CKP601", 5) not in found and ("solo.py", "CKP101", 5) in found
 
 
+def test_a_model_file_passed_alone_gets_the_setup_of_the_script_that_imports_it(tmp_path):
+    """pre-commit passes only the changed model file; the training script lives in
+    `scripts/`, outside any package."""
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/model.py": DDP_MODEL,
+        "scripts/train.py": "from pkg.model import forward\n"
+                            "DistributedDataParallel(m, find_unused_parameters=True)\n"})
+    assert codes(findings(root, "pkg/model.py")) == [("model.py", "CKP101", 5),
+                                                      ("model.py", "CKP601", 5)]
+
+
 def test_the_ddp_fixture_reports_the_keyword():
     root = Path(__file__).parent / "fixtures" / "projects" / "setup_ddp_unused"
     [ckp601] = [f for f in findings(root) if f["code"] == "CKP601"]

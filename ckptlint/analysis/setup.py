@@ -8,7 +8,8 @@ read) or None when nothing says; facts stated in contradictory ways, or through 
 linter cannot read, are `Fact(UNKNOWN, ...)`: rules act only on known values.
 
 Where facts come from (docs/setup.md lists every spelling):
-- Python files of the project, parsed with `ast` (never imported), calls only:
+- Python files of the project (the project scan's, and those in the root and the folders just
+  below it, such as `scripts/`), parsed with `ast` (never imported), calls only:
   `deepspeed=` (TrainingArguments, trl configs, Lightning) and `deepspeed.initialize(config=)`
   with a path or a dict literal (or a name bound to one at module level);
   `find_unused_parameters=` (DistributedDataParallel, DDPStrategy,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ckptlint.analysis.project import Project
 
 MAX_CONFIG_BYTES = 1024 * 1024
-MAX_SCANNED_CONFIGS = 200  # candidate JSON files looked at when the code names none
+MAX_SCANNED_FILES = 500  # files looked at near the root (`files_near_root`)
 UNKNOWN = "unknown"
 # A file can state a setup only if one of these words stands in it.
 _SETUP_WORDS = re.compile(
@@ -369,7 +370,7 @@ class SetupReader:
         return self._defaults[named]
 
     def read_only_deepspeed_config(self) -> None:
-        found = [(path, stage) for path in candidate_json(self.root)
+        found = [(path, stage) for path in files_near_root(self.root, ".json")
                  if isinstance(data := self.load(path), dict) and "zero_optimization" in data
                  and (stage := zero_stage(data)) is not None]
         if len(found) == 1:
@@ -422,9 +423,15 @@ def load_config(path: Path) -> Any:
         return None
 
 
-def candidate_json(root: Path) -> list[Path]:
-    """JSON files in the root and the folders just below it (hidden and skipped folders
-    left out), at most `MAX_SCANNED_CONFIGS`."""
+def setup_scripts(root: Path) -> list[Path]:
+    """The Python files near the root (resolved) whose setup counts with the project's."""
+    return [path.resolve() for path in files_near_root(root, ".py")]
+
+
+def files_near_root(root: Path, suffix: str) -> list[Path]:
+    """Files ending in `suffix` in the root and the folders just below it (hidden and
+    skipped folders left out, links never followed), at most `MAX_SCANNED_FILES`: where
+    configs and training scripts (`scripts/train.py`) usually are."""
     from ckptlint.analysis.project import SKIPPED_DIRS
 
     found: list[Path] = []
@@ -440,9 +447,9 @@ def candidate_json(root: Path) -> list[Path]:
             entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
         except OSError:
             continue
-        found += [Path(entry.path) for entry in entries if entry.name.endswith(".json")
+        found += [Path(entry.path) for entry in entries if entry.name.endswith(suffix)
                   and entry.is_file(follow_symlinks=False)]
-    return found[:MAX_SCANNED_CONFIGS]
+    return found[:MAX_SCANNED_FILES]
 
 
 def zero_stage(config: Any) -> int | str | None:

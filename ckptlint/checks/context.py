@@ -20,7 +20,7 @@ from ckptlint.analysis.dependencies import DependencyRecorder
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import Resolver
 from ckptlint.analysis.segment import Reached, SegmentBuilder
-from ckptlint.analysis.setup import SetupReader, TrainingSetup
+from ckptlint.analysis.setup import SetupReader, TrainingSetup, setup_scripts
 from ckptlint.analysis.tensors import TensorInference
 from ckptlint.config import Config
 from ckptlint.versions import Versions, versions_in_force
@@ -67,12 +67,14 @@ class RuleContext:
 
     def setup(self, path: Path, wanted: frozenset[str]) -> TrainingSetup:
         """The `wanted` facts of the training setup a file's checkpoints run in: stated by
-        the project's files (and the file itself, when the project scan does not hold it)
-        that import it, and by configs at their default places."""
+        the project's files (those near its root, such as `scripts/train.py`, included, and
+        the file itself) that import it, and by configs at their default places."""
         path = path.resolve()
 
         def read() -> TrainingSetup:
-            found = self.setup_reader.setup([*self.project.source_files(), path], path, wanted)
+            files = [*self.project.source_files(),
+                     *self.memo.get(("scripts",), lambda: setup_scripts(self.config.root)), path]
+            found = self.setup_reader.setup(files, path, wanted)
             self.dependencies.record_all(self.setup_reader.read_paths)
             return found
         return self.memo.get(("setup", path, wanted), read)

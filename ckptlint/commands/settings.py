@@ -40,9 +40,10 @@ def render_settings(config: Config, paths: list[str] | None = None) -> str:
 
 def training_setup(config: Config, paths: list[str]):
     from ckptlint.analysis.project import Project
-    from ckptlint.analysis.setup import SetupReader
+    from ckptlint.analysis.setup import SetupReader, setup_scripts
 
     named = [Path(path).resolve() for path in paths
              if path.endswith(".py") and Path(path).is_file()]
     project = Project(list(config.import_roots))
-    return SetupReader(config.root, project).setup([*project.source_files(), *named])
+    return SetupReader(config.root, project).setup(
+        [*project.source_files(), *setup_scripts(config.root), *named])
