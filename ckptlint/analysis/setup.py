@@ -238,7 +238,7 @@ class SetupReader:
                     and node.value.endswith((".yaml", ".yml")) and len(node.value) < 300:
                 config = self.config_file(path, node.value)
                 if config is not None:
-                    self.read_accelerate_config(config, named=True)
+                    self.read_accelerate_config(config)
 
     def read_call(self, path: Path, call: ast.Call, constants: dict[str, ast.expr]) -> None:
         name = called_name(call.func) or ""
@@ -276,7 +276,7 @@ class SetupReader:
         if name == "fully_shard":
             add("fsdp", True, here)
             if "mp_policy" in keywords:
-                add("fsdp_mixed_precision", ast.unparse(keywords["mp_policy"])[:120], here)
+                add("fsdp_mixed_precision", source_of(keywords["mp_policy"]), here)
         if name in PEFT_CALLS or (name == "from_pretrained"
                                   and isinstance(call.func, ast.Attribute)
                                   and (called_name(call.func.value) or "").startswith("Peft")):
@@ -312,7 +312,7 @@ class SetupReader:
             origin = self.where(config) if config is not None else f"{value.value!r} at {here}"
             self.collected.add("zero_stage", stage, origin)
         else:  # a path or dict computed at run time
-            self.collected.add("zero_stage", UNKNOWN, f"{ast.unparse(value)[:60]} at {here}")
+            self.collected.add("zero_stage", UNKNOWN, f"{source_of(value)} at {here}")
 
     # -- config files ---------------------------------------------------------------------
     def config_file(self, source: Path, named: str) -> Path | None:
@@ -335,7 +335,7 @@ class SetupReader:
             self._loaded[path] = load_config(path)
         return self._loaded[path]
 
-    def read_accelerate_config(self, path: Path, named: bool) -> None:
+    def read_accelerate_config(self, path: Path) -> None:
         config = self.load(path)
         if not isinstance(config, dict) or "distributed_type" not in config:
             return
@@ -364,7 +364,7 @@ class SetupReader:
             for name in ACCELERATE_DEFAULT_NAMES:
                 path = self.root / name
                 if path.is_file() and not path.is_symlink():
-                    self.read_accelerate_config(path, named=False)
+                    self.read_accelerate_config(path)
             if not named and not self.collected.ds_configs_named:
                 self.read_only_deepspeed_config()
         return self._defaults[named]
@@ -479,6 +479,15 @@ def module_constants(tree: ast.Module) -> dict[str, ast.expr]:
                     bound.setdefault(target.id, []).append(statement.value)
     return {name: values[0] for name, values in bound.items()
             if len(values) == 1 and isinstance(values[0], (ast.Dict, ast.Constant))}
+
+
+def source_of(node: ast.expr) -> str:
+    """An expression as written, cut to 80 characters."""
+    try:
+        text = ast.unparse(node)
+    except (RecursionError, ValueError):
+        return "an expression"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def literal(node: ast.expr | None) -> Any:
