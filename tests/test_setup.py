@@ -240,3 +240,21 @@ def test_show_settings_prints_the_setup(tmp_path):
            "(train.py:3)" in shown
     assert "  zero-stage: 3 (train.py:4)" in shown
     assert "  lightning-strategy: deepspeed_stage_3 (train.py:4)" in shown
+
+
+@pytest.mark.parametrize("statement, reported", [
+    ("import deepspeed\ndeepspeed.initialize(model=m, config={'zero_optimization': "
+     "{'stage': 3}})", True),
+    ("import deepspeed\nCFG = {'zero_optimization': {'stage': 3}}\n"
+     "deepspeed.initialize(model=m, config_params=CFG)", True),
+    ("DeepSpeedStrategy(stage=3)", True),
+    ("DeepSpeedStrategy()", False),  # stage 2 by default
+    ("DeepSpeedPlugin(zero_stage=3)", True),
+    ("Trainer(strategy='deepspeed_stage_3_offload')", True),
+    ("TrainingArguments(output_dir='o', deepspeed={'zero_optimization': {'stage': 'auto'}})",
+     False),
+    ("TrainingArguments(output_dir='o', deepspeed=args.deepspeed)", False),
+])
+def test_each_way_of_stating_the_zero_stage(tmp_path, statement, reported):
+    root = write_project(tmp_path, {"train.py": PEFT_MODEL + NON_REENTRANT + statement + "\n"})
+    assert codes(findings(root)) == ([("train.py", "CKP601", 6)] if reported else [])
