@@ -96,7 +96,8 @@ def test_an_accelerate_config_named_from_code(tmp_path):
 
 def test_several_deepspeed_configs_none_named_is_unknown(tmp_path):
     one = write_project(tmp_path / "one", {"train.py": PEFT_MODEL + NON_REENTRANT,
-                                           "ds.json": ZERO3})
+                                           "ds.json": ZERO3,
+                                           "results/metrics.json": ZERO2})  # not named so
     assert codes(findings(one)) == [("train.py", "CKP601", 6)]
     assert "the only DeepSpeed config" in settings(one)
     several = write_project(tmp_path / "several", {"train.py": PEFT_MODEL + NON_REENTRANT,

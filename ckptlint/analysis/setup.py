@@ -53,6 +53,11 @@ _SETUP_WORDS = re.compile(
 MAX_REACHED_FILES = 10000
 # Facts that can only clear a finding: asked for, but not needed to be stated.
 CLEARING_FACTS = frozenset({"static_graph"})
+# Facts that configs at their default places may state.
+CONFIG_FACTS = frozenset({"zero_stage", "fsdp"})
+# A JSON file near the root is taken for a DeepSpeed config, when the code names none, only
+# if its name says so (ds_config.json, ds_zero3.json, deepspeed.json, zero3_offload.json).
+DEEPSPEED_CONFIG_NAME = re.compile(r"(^|[^a-z])(ds|deepspeed|zero)", re.IGNORECASE)
 ACCELERATE_DEFAULT_NAMES = ("accelerate_config.yaml", "accelerate_config.yml",
                             "default_config.yaml", "default_config.yml")
 PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training")
@@ -157,8 +162,11 @@ class SetupReader:
             named |= found.ds_configs_named
             if found.facts:
                 stating.append(found)
+        stated = {name for found in stating for name in found.facts}
+        if wanted is not None and not wanted - CLEARING_FACTS - CONFIG_FACTS <= stated:
+            return TrainingSetup()  # (before any config is looked for)
         defaults = self.default_configs(named)
-        stated = {name for found in (*stating, defaults) for name in found.facts}
+        stated |= set(defaults.facts)
         if wanted is not None and not wanted - CLEARING_FACTS <= stated:
             return TrainingSetup()
         total = _Collected()
@@ -371,7 +379,7 @@ class SetupReader:
 
     def read_only_deepspeed_config(self) -> None:
         found = [(path, stage) for path in files_near_root(self.root, ".json")
-                 if isinstance(data := self.load(path), dict) and "zero_optimization" in data
+                 if DEEPSPEED_CONFIG_NAME.search(path.name) and isinstance(data := self.load(path), dict) and "zero_optimization" in data
                  and (stage := zero_stage(data)) is not None]
         if len(found) == 1:
             path, stage = found[0]
