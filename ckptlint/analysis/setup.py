@@ -379,7 +379,8 @@ class SetupReader:
 
     def read_only_deepspeed_config(self) -> None:
         found = [(path, stage) for path in files_near_root(self.root, ".json")
-                 if DEEPSPEED_CONFIG_NAME.search(path.name) and isinstance(data := self.load(path), dict) and "zero_optimization" in data
+                 if DEEPSPEED_CONFIG_NAME.search(path.name)
+                 and isinstance(data := self.load(path), dict) and "zero_optimization" in data
                  and (stage := zero_stage(data)) is not None]
         if len(found) == 1:
             path, stage = found[0]

@@ -1,15 +1,14 @@
 """CKP601: a checkpoint mode known to break with the training setup it runs in.
 
-Each pairing (`PAIRINGS`) names the mode it breaks, the setup facts it needs
-(`ckptlint.analysis.setup`), its reference and the releases where it applies; the rule page
-(rules/CKP601-mode-conflicts-with-setup.md) is the long form. Only known facts count: a setup
+Each pairing (`conflict`) is a mode and the setup facts it breaks with
+(`ckptlint.analysis.setup`); the rule page (rules/CKP601-mode-conflicts-with-setup.md) gives
+its references and the releases where it applies. Only known facts count: a setup
 stated in ways that disagree, or through values the linter cannot read, is no finding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import libcst as cst
 
@@ -34,16 +33,10 @@ KEEPS_REENTRANT_BECAUSE = ("DeepSpeed ZeRO-3 with frozen parameters breaks non-r
 TRANSFORMERS_NON_REENTRANT = (5,)
 
 
-@dataclass(frozen=True)
-class Pairing:
-    breaks: Mode
-    reference: str
-
-
-PAIRINGS = {
-    ZERO3_FROZEN: Pairing(Mode.NON_REENTRANT,
-                          "https://github.com/huggingface/trl/issues/2514"),
-    DDP_FIND_UNUSED: Pairing(Mode.REENTRANT, "https://github.com/huggingface/peft/issues/313"),
+# The main reference of each pairing (`data.reference`; the rule page lists them all).
+REFERENCES = {
+    ZERO3_FROZEN: "https://github.com/huggingface/trl/issues/2514",
+    DDP_FIND_UNUSED: "https://github.com/huggingface/peft/issues/313",
 }
 
 
@@ -79,7 +72,7 @@ class ModeConflictsWithSetup(SiteRule):
             else setup.as_data("find_unused_parameters", "static_graph")
         yield self.finding(site.module, deciding_node(site), {
             "api": site.api_name, "mode": mode.value, "pairing": pairing, "setup": facts,
-            "reference": PAIRINGS[pairing].reference,
+            "reference": REFERENCES[pairing],
             "zero_from": facts.get("zero_stage_from", ""),
             "frozen_from": facts.get("frozen_parameters_from", ""),
             "unused_from": facts.get("find_unused_parameters_from", "")}, site=site)
