@@ -259,3 +259,17 @@ def test_show_settings_prints_the_setup(tmp_path):
 def test_each_way_of_stating_the_zero_stage(tmp_path, statement, reported):
     root = write_project(tmp_path, {"train.py": PEFT_MODEL + NON_REENTRANT + statement + "\n"})
     assert codes(findings(root)) == ([("train.py", "CKP601", 6)] if reported else [])
+
+
+def test_explain_names_the_ckp601_sites_of_a_project():
+    """`ckptlint explain --sites`: DDP's error (a real log) and ZeRO-3's `[0]` shapes point at
+    the CKP601 sites of the fixture projects."""
+    logs = Path(__file__).parent / "explain_logs"
+    projects = Path(__file__).parent / "fixtures" / "projects"
+    for log, project, row in ((logs / "real" / "ddp_find_unused.log", "setup_ddp_unused", 13),
+                              (logs / "handwritten" / "zero3_peft.log", "setup_zero3_peft", 14)):
+        result = run_cli("explain", "--format", "json", "--sites", str(projects / project),
+                         str(log), cwd=projects)
+        sites = [(site["code"], site["row"]) for error in json.loads(result.stdout)
+                 for signature in error["signatures"] for site in signature.get("sites", [])]
+        assert ("CKP601", row) in sites, (log.name, sites)
