@@ -61,6 +61,7 @@ DEEPSPEED_CONFIG_NAME = re.compile(r"(^|[^a-z])(ds|deepspeed|zero)", re.IGNORECA
 ACCELERATE_DEFAULT_NAMES = ("accelerate_config.yaml", "accelerate_config.yml",
                             "default_config.yaml", "default_config.yml")
 PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training")
+LIGHTNING_CLASSES = ("Trainer", "Fabric")  # whose `strategy=` names Lightning's strategies
 DDP_CLASSES = ("DistributedDataParallel", "DDP", "DDPStrategy", "DistributedDataParallelKwargs")
 
 
@@ -277,7 +278,7 @@ class SetupReader:
             add("find_unused_parameters", flag(keywords["ddp_find_unused_parameters"]), here)
         if name in DDP_CLASSES and "static_graph" in keywords:
             add("static_graph", flag(keywords["static_graph"]), here)
-        if "strategy" in keywords:
+        if "strategy" in keywords and name in LIGHTNING_CLASSES:
             self.read_strategy(keywords["strategy"], here)
         if "fsdp" in keywords and literal(keywords["fsdp"]) not in ("", None, False, [], ()):
             add("fsdp", True, here)
