@@ -112,7 +112,7 @@ def check(paths: tuple[str, ...], output_format: str, select, extend_select, ign
         if show_settings:
             from ckptlint.commands.settings import render_settings
 
-            click.echo(render_settings(config))
+            click.echo(render_settings(config, path_list))
             sys.exit(0)
         # Bytes, decoded as a file would be (coding line, BOM); undecodable input is CKP999.
         stdin_bytes = sys.stdin.buffer.read() if reading_stdin else None

@@ -111,7 +111,9 @@ RULES: dict[str, RuleInfo] = {
                      "version_source": OneOf(("config", "declared", "installed", "unknown")),
                      "enabled_by": OneOf(("gradient_checkpointing_enable",
                                           "gradient_checkpointing",
-                                          "prepare_model_for_kbit_training"))})),
+                                          "prepare_model_for_kbit_training"))},
+                     # The mode the message advises (reentrant where CKP601's setup needs it).
+                     {"advice": OneOf(("non-reentrant", "reentrant"))})),
         RuleInfo("CKP105", "determinism-check-disabled", "info", STATIC_ONLY, NO_FIX,
                  "ckptlint.checks.determinism_check_disabled:DeterminismCheckDisabled",
                  "`determinism_check=\"none\"`",
@@ -187,6 +189,22 @@ RULES: dict[str, RuleInfo] = {
         RuleInfo("CKP502", "checkpoint-not-worth-it", "info", STATIC_ONLY, NO_FIX, None,
                  "(profile) little activation memory freed for the recompute",
                  Obj({})),
+        RuleInfo("CKP601", "mode-conflicts-with-setup", "error", STATIC_ONLY, NO_FIX,
+                 "ckptlint.checks.mode_conflicts_with_setup:ModeConflictsWithSetup",
+                 "a checkpoint mode known to break with the training setup it runs in "
+                 "(non-reentrant under ZeRO-3 with frozen parameters, reentrant under DDP "
+                 "`find_unused_parameters=True`)",
+                 CALL.with_fields({
+                     "pairing": OneOf(("zero3-frozen-non-reentrant",
+                                       "ddp-find-unused-reentrant")),
+                     "setup": Obj({}, {"zero_stage": INT, "zero_stage_from": STR,
+                                       "frozen_parameters": BOOL,
+                                       "frozen_parameters_from": STR,
+                                       "find_unused_parameters": BOOL,
+                                       "find_unused_parameters_from": STR,
+                                       "static_graph": BOOL, "static_graph_from": STR}),
+                     "reference": STR, "zero_from": STR, "frozen_from": STR,
+                     "unused_from": STR})),
         RuleInfo("CKP901", "unresolved-target", "info", STATIC_ONLY, NO_FIX,
                  "ckptlint.checks.unresolved_target:UnresolvedTarget",
                  "the checkpointed function could not be resolved",

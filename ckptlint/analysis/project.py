@@ -142,13 +142,16 @@ class Project:
                 for entry in entries:
                     if len(files) > MAX_PROJECT_FILES:
                         break
-                    if entry.name.endswith(".py") and entry.is_file():
+                    kind = followed_kind(entry)
+                    if entry.name.endswith(".py") and kind == "file":
                         files.append(Path(entry.path))
-                    elif (entry.is_dir() and entry.name not in SKIPPED_DIRS
+                    elif (kind == "dir" and entry.name not in SKIPPED_DIRS
                           and not entry.name.startswith(".")
                           and os.path.isfile(os.path.join(entry.path, "__init__.py"))):
                         files.extend(walk_package(Path(entry.path)))
-            self._files = list(dict.fromkeys(p.resolve() for p in files))[:MAX_PROJECT_FILES]
+            self._files = list(dict.fromkeys(
+                resolved for path in files if (resolved := resolved_or_none(path)) is not None
+            ))[:MAX_PROJECT_FILES]
         return self._files
 
     def source_text(self, path: Path) -> str | None:
@@ -219,6 +222,22 @@ class Project:
                                                           self.limits)
         names = self._module_names[path]
         return names is None or name in names
+
+
+def followed_kind(entry: os.DirEntry) -> str | None:
+    """"file" or "dir", links followed; None for anything else, and for a link that cannot
+    be followed (a loop of links)."""
+    try:
+        return "file" if entry.is_file() else "dir" if entry.is_dir() else None
+    except OSError:
+        return None
+
+
+def resolved_or_none(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop of links
+        return None
 
 
 def walk_package(folder: Path) -> list[Path]:

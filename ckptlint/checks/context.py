@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ckptlint.analysis.bindings import BindingModel
@@ -19,6 +20,7 @@ from ckptlint.analysis.dependencies import DependencyRecorder
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import Resolver
 from ckptlint.analysis.segment import Reached, SegmentBuilder
+from ckptlint.analysis.setup import SetupReader, TrainingSetup, setup_scripts
 from ckptlint.analysis.tensors import TensorInference
 from ckptlint.config import Config
 from ckptlint.versions import Versions, versions_in_force
@@ -47,9 +49,11 @@ class RuleContext:
     segments: SegmentBuilder
     memo: Memo
     dependencies: DependencyRecorder = field(init=False)
+    setup_reader: SetupReader = field(init=False)
 
     def __post_init__(self) -> None:
         self.dependencies = self.project.dependencies
+        self.setup_reader = SetupReader(self.config.root, self.project)
 
     @classmethod
     def for_run(cls, config: Config, project: Project, resolver: Resolver) -> RuleContext:
@@ -60,6 +64,20 @@ class RuleContext:
         """The versions of `package` the project runs (read once per run)."""
         return self.memo.get(("versions", package),
                              lambda: versions_in_force(self.config, package))
+
+    def setup(self, path: Path, wanted: frozenset[str]) -> TrainingSetup:
+        """The `wanted` facts of the training setup a file's checkpoints run in: stated by
+        the project's files (those near its root, such as `scripts/train.py`, included, and
+        the file itself) that import it, and by configs at their default places."""
+        path = path.resolve()
+
+        def read() -> TrainingSetup:
+            files = [*self.project.source_files(),
+                     *self.memo.get(("scripts",), lambda: setup_scripts(self.config.root)), path]
+            found = self.setup_reader.setup(files, path, wanted)
+            self.dependencies.record_all(self.setup_reader.read_paths)
+            return found
+        return self.memo.get(("setup", path, wanted), read)
 
     def tensors(self, reached: Reached) -> TensorInference:
         """The tensor-value inference of one reached function (one per function per run)."""

@@ -5,10 +5,13 @@ from collections.abc import Iterable
 from ckptlint.analysis.apis import Mode
 from ckptlint.analysis.sites import HfCall, Keywords, ModeSource, Site
 from ckptlint.checks.base import SiteRule
+from ckptlint.checks.mode_conflicts_with_setup import KEEPS_REENTRANT_BECAUSE, requires_reentrant
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_dict_entry, add_keyword
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
+KEEP_REENTRANT_MESSAGE = ("Pass `use_reentrant=True` in `gradient_checkpointing_kwargs` "
+                          f"({KEEPS_REENTRANT_BECAUSE})")
 # The names whose default was reentrant before transformers 5.0; the `activation_checkpointing`
 # names came with 5.24, whose default is non-reentrant.
 FIRST_NON_REENTRANT = (5,)  # transformers PR #43203
@@ -22,9 +25,13 @@ class HfImplicitReentrant(SiteRule):
 
     code = "CKP104"
     message = ("{enabled_by:phrase} without `use_reentrant`: {version_source:phrase} "
-               "(no gradients with frozen embeddings or adapters); pass "
-               "`gradient_checkpointing_kwargs={{\"use_reentrant\": False}}`")
+               "(no gradients with frozen embeddings or adapters); {advice:phrase}")
     phrases = {
+        "advice": {
+            "non-reentrant": "pass `gradient_checkpointing_kwargs={{\"use_reentrant\": False}}`",
+            "reentrant": "pass `gradient_checkpointing_kwargs={{\"use_reentrant\": True}}` "
+                         "to keep it: DeepSpeed ZeRO-3 with frozen parameters breaks "
+                         "non-reentrant replays (CKP601)"},
         # Enabled by the model method, the training arguments' keyword, or peft's helper.
         "enabled_by": {
             "gradient_checkpointing_enable": "`gradient_checkpointing_enable()`",
@@ -53,15 +60,20 @@ class HfImplicitReentrant(SiteRule):
         if not versions.admits_before(FIRST_NON_REENTRANT):
             return
         version = versions.ranges[0].removeprefix("==") if versions.ranges else "unknown"
-        fix = self.fix(site) if versions.all_from(FIRST_WITH_KWARGS) else None
+        keep_reentrant = requires_reentrant(self, site)
+        fix = self.fix(site, keep_reentrant) if versions.all_from(FIRST_WITH_KWARGS) else None
         yield self.site_finding(site, {
+            "advice": "reentrant" if keep_reentrant else "non-reentrant",
             "mode": Mode.REENTRANT.value, "versions": versions.text, "version": version,
             "version_source": versions.source, "enabled_by": request.enabled_by}, fix=fix)
 
     @staticmethod
-    def fix(site: Site) -> Fix | None:
+    def fix(site: Site, keep_reentrant: bool) -> Fix | None:
         """Add the key to the dict literal passed, or the keyword when nothing is passed for
-        it (by keyword or position): never a second value for one parameter."""
+        it (by keyword or position): never a second value for one parameter. `use_reentrant`
+        is True where the setup breaks non-reentrant checkpoints (CKP601)."""
+        flag, message = ("True", KEEP_REENTRANT_MESSAGE) if keep_reentrant \
+            else ("False", FIX_MESSAGE)
         request = site.hf
         assert request is not None and site.call is not None and site.arguments is not None
         if request.assigned_later:
@@ -69,9 +81,9 @@ class HfImplicitReentrant(SiteRule):
         if request.keywords == Keywords.KNOWN:
             if request.dict_node is None:
                 return None  # a dict built elsewhere
-            return add_dict_entry(site.module, request.dict_node, '"use_reentrant": False',
-                                  FIX_MESSAGE)
+            return add_dict_entry(site.module, request.dict_node, f'"use_reentrant": {flag}',
+                                  message)
         if request.kwargs_passed or site.arguments.star_positional:
             return None  # `None` passed for it
         return add_keyword(site.module, site.call,
-                           f'{request.kwargs_keyword}={{"use_reentrant": False}}', FIX_MESSAGE)
+                           f'{request.kwargs_keyword}={{"use_reentrant": {flag}}}', message)

@@ -5,10 +5,12 @@ from collections.abc import Iterable
 from ckptlint.analysis.apis import Mode
 from ckptlint.analysis.sites import ModeSource, Site
 from ckptlint.checks.base import SiteRule
+from ckptlint.checks.mode_conflicts_with_setup import KEEPS_REENTRANT_BECAUSE, requires_reentrant
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_keyword
 
 FIX_MESSAGE = "Pass `use_reentrant=False` (switches to non-reentrant checkpointing)"
+KEEP_REENTRANT_MESSAGE = f"Pass `use_reentrant=True` ({KEEPS_REENTRANT_BECAUSE})"
 
 
 class ImplicitUseReentrant(SiteRule):
@@ -33,4 +35,6 @@ class ImplicitUseReentrant(SiteRule):
         origins = [arg.origin for arg in (*arguments.positional, *arguments.keywords.values())]
         partial = next((origin for origin in origins if origin is not site.call), None)
         call = partial if partial is not None else site.call
+        if requires_reentrant(self, site):
+            return add_keyword(site.module, call, "use_reentrant=True", KEEP_REENTRANT_MESSAGE)
         return add_keyword(site.module, call, "use_reentrant=False", FIX_MESSAGE)

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from ckptlint.analysis.apis import Mode, SiteKind
 from ckptlint.analysis.sites import ModeSource, Site
 from ckptlint.checks.base import SiteRule
+from ckptlint.checks.mode_conflicts_with_setup import requires_reentrant
 from ckptlint.findings import Finding
 
 
@@ -27,6 +28,8 @@ class ReentrantCheckpoint(SiteRule):
         if site.mode != Mode.REENTRANT \
                 or site.mode_source not in (ModeSource.EXPLICIT, ModeSource.API) \
                 or site.kind == SiteKind.HAND_ROLLED:  # CKP106 reports hand-written ones
+            return
+        if requires_reentrant(self, site):  # the mode the setup needs is no finding (CKP601)
             return
         if site.hf is not None:  # transformers' keywords (a library entry point's too)
             yield self.site_finding(site, {"decided_by": "checkpoint_kwargs",

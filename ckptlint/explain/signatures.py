@@ -5,7 +5,7 @@ This table is the only place a signature is defined; `ckptlint explain --list` p
 A signature matches in exactly one of three ways:
 - `tensor`: a test of one tensor line of torch's metadata error ("tensor at position N: saved
   metadata: {...} recomputed metadata: {...}"), given both metadata parsed field by field;
-- `error`: one of torch's other checkpoint error kinds (`ckptlint.explain.scan.ErrorKind`);
+- `errors`: torch's other checkpoint error kinds (`ckptlint.explain.scan.ErrorKind`);
 - `text`: a pattern searched in each log line, for errors that are not `CheckpointError`s but
   come from checkpointing (DDP's reducer, reentrant mode's warnings and refusals).
 
@@ -33,7 +33,7 @@ class Signature:
     rules: tuple[str, ...]  # the codes that find the cause statically (none: no rule does)
     reference: str
     tensor: Callable[[TensorMismatch], bool] | None = None
-    error: ErrorKind | None = None
+    errors: tuple[ErrorKind, ...] = ()
     text: re.Pattern[str] | None = None
 
 
@@ -129,9 +129,10 @@ SIGNATURES: tuple[Signature, ...] = (
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         tensor=precision_cast_not_replayed),
     Signature(
-        "fewer-tensors-saved",
+        "tensor-count-changed",
         shows="\"A different number of tensors was saved during the original forward and "
-              "recomputation\"",
+              "recomputation\", or (with `early_stop=False`) \"trying to save more tensors "
+              "during recomputation than during the original forward pass\"",
         cause="the replay took a different path through the segment: a branch on state that "
               "changed between the forward and the backward (a flag, a counter, a cache), or "
               "on tensor values that changed",
@@ -139,17 +140,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "backward has run, or decide the branch outside the segment and pass it in",
         rules=("CKP204", "CKP203"),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
-        error=ErrorKind.COUNT_MISMATCH),
-    Signature(
-        "more-tensors-saved",
-        shows="\"trying to save more tensors during recomputation than during the original "
-              "forward pass\"",
-        cause="the replay took a longer path through the segment than the forward (seen "
-              "with `early_stop=False`): a branch on state that changed in between",
-        fix="make the branch condition replay-stable, as for `fewer-tensors-saved`",
-        rules=("CKP204", "CKP203"),
-        reference="https://pytorch.org/docs/stable/checkpoint.html",
-        error=ErrorKind.MORE_SAVED),
+        errors=(ErrorKind.COUNT_MISMATCH, ErrorKind.MORE_SAVED)),
     Signature(
         "unpacked-twice",
         shows="\"Unpack is being triggered for a tensor that was already unpacked once\"",
@@ -160,7 +151,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "same checkpointed region without recomputing it",
         rules=(),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
-        error=ErrorKind.UNPACKED_TWICE),
+        errors=(ErrorKind.UNPACKED_TWICE,)),
     Signature(
         "ddp-variable-ready-twice",
         shows="\"Expected to mark a variable ready only once\" (DistributedDataParallel)",
@@ -221,7 +212,7 @@ def signature_of_tensor(mismatch: TensorMismatch) -> Signature | None:
 
 
 def signature_of_error(kind: ErrorKind) -> Signature | None:
-    return next((signature for signature in SIGNATURES if signature.error is kind), None)
+    return next((signature for signature in SIGNATURES if kind in signature.errors), None)
 
 
 def signature_in_text(line: str) -> Signature | None:

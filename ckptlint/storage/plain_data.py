@@ -95,6 +95,18 @@ def member(data: Any, key: str) -> Any:
 def read_json(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
     """The JSON value stored in the regular file `path`; None when there is none to use
     (missing, unreadable, a symbolic link, not a regular file, too large, not JSON)."""
+    data = read_regular_file(path, max_bytes)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8), nested too deep
+        return None
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of the regular file `path`, opened without following a symbolic link and
+    without blocking; None when missing, unreadable, not a regular file or over `max_bytes`."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         handle = os.open(path, flags)
@@ -108,12 +120,7 @@ def read_json(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
             data = stream.read(max_bytes + 1)
     except OSError:
         return None
-    if len(data) > max_bytes:
-        return None
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):  # not JSON (or not UTF-8), nested too deep
-        return None
+    return data if len(data) <= max_bytes else None
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -1,0 +1,520 @@
+"""The training setup a project's checkpoints run in, read statically (CKP601, `--show-settings`).
+
+A fact stated in a Python file holds for the checkpoints of that file and of the project
+modules it imports, directly or through others (a training script's `DistributedDataParallel`
+holds for the model it imports, not for another script's); a fact read from a config at its
+default place holds for the whole project. Each fact is a `Fact` (a value and where it was
+read) or None when nothing says; facts stated in contradictory ways, or through something the
+linter cannot read, are `Fact(UNKNOWN, ...)`: rules act only on known values.
+
+Where facts come from (docs/setup.md lists every spelling):
+- Python files of the project (the project scan's, and those in the root and the folders just
+  below it, such as `scripts/`), parsed with `ast` (never imported), calls only:
+  `deepspeed=` (TrainingArguments, trl configs, Lightning) and `deepspeed.initialize(config=)`
+  with a path or a dict literal (or a name bound to one at module level);
+  `find_unused_parameters=` (DistributedDataParallel, DDPStrategy,
+  DistributedDataParallelKwargs), `ddp_find_unused_parameters=`, `static_graph=`; `fsdp=`,
+  `fully_shard(mp_policy=)`; peft (`get_peft_model`, `prepare_model_for_kbit_training`,
+  `PeftModel.from_pretrained`, a `peft_config=` keyword) and `requires_grad_(False)`;
+  Lightning `strategy=` strings, `DeepSpeedStrategy(stage=)`; string literals naming an
+  accelerate config file.
+- Config files the code names by path, or at a default place: the only DeepSpeed JSON config
+  in the project's top two folder levels (several and none named: unknown), an accelerate
+  config (`accelerate_config.yaml`, `default_config.yaml`) at the project root. JSON is read
+  with `json`, YAML with `yaml.safe_load`; each file must be a regular file of at most
+  `MAX_CONFIG_BYTES` inside the project root, reached without leaving it (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ckptlint.screen.confirm import called_name
+from ckptlint.storage.plain_data import read_json, read_regular_file
+from ckptlint.syntax.modnames import resolve_relative
+
+if TYPE_CHECKING:
+    from ckptlint.analysis.project import Project
+
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_SCANNED_FILES = 500  # files looked at near the root (`files_near_root`)
+UNKNOWN = "unknown"
+# A file can state a setup only if one of these words stands in it.
+_SETUP_WORDS = re.compile(
+    r"deepspeed|find_unused_parameters\s*=|static_graph\s*=|fsdp\s*=|fully_shard|strategy\s*="
+    r"|get_peft_model|prepare_model_for_kbit_training|Peft|peft_config\s*="
+    r"|requires_grad_\(\s*False|requires_grad\s*=\s*False|\.ya?ml[\"']", re.IGNORECASE)
+MAX_REACHED_FILES = 10000
+# Facts that can only clear a finding: asked for, but not needed to be stated.
+CLEARING_FACTS = frozenset({"static_graph"})
+# Facts that configs at their default places may state.
+CONFIG_FACTS = frozenset({"zero_stage", "fsdp"})
+# A JSON file near the root is taken for a DeepSpeed config, when the code names none, only
+# if its name says so (ds_config.json, ds_zero3.json, deepspeed.json, zero3_offload.json).
+DEEPSPEED_CONFIG_NAME = re.compile(r"(^|[^a-z])(ds|deepspeed|zero)", re.IGNORECASE)
+ACCELERATE_DEFAULT_NAMES = ("accelerate_config.yaml", "accelerate_config.yml",
+                            "default_config.yaml", "default_config.yml")
+PEFT_CALLS = ("get_peft_model", "prepare_model_for_kbit_training")
+LIGHTNING_CLASSES = ("Trainer", "Fabric")  # whose `strategy=` names Lightning's strategies
+DDP_CLASSES = ("DistributedDataParallel", "DDP", "DDPStrategy", "DistributedDataParallelKwargs")
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: Any  # an int, bool or str; UNKNOWN when stated in ways that disagree or cannot be read
+    origin: str  # where: `train.py:12`, `ds_zero3.json`
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    zero_stage: Fact | None = None  # DeepSpeed ZeRO stage (0-3)
+    frozen_parameters: Fact | None = None  # True: peft adapters or `requires_grad_(False)`
+    find_unused_parameters: Fact | None = None  # DDP's
+    static_graph: Fact | None = None  # DDP's `static_graph=True` (tolerates reentrant)
+    fsdp: Fact | None = None  # FSDP in use (`fsdp=`, `fully_shard`, a strategy)
+    fsdp_mixed_precision: Fact | None = None  # `fully_shard(mp_policy=...)` as written
+    lightning_strategy: Fact | None = None
+
+    def lines(self) -> list[str]:
+        """`name: value (origin)` per fact, `-` where nothing says."""
+        return [f"{item.name.replace('_', '-')}: "
+                + (f"{fact.value} ({fact.origin})" if (fact := getattr(self, item.name))
+                   else "-") for item in fields(self)]
+
+    # The facts each question needs (`SetupReader.setup(wanted=...)`).
+    REENTRANT_NEEDS = frozenset({"zero_stage", "frozen_parameters"})
+    DDP_NEEDS = frozenset({"find_unused_parameters", "static_graph"})
+
+    def requires_reentrant(self) -> bool:
+        """ZeRO-3 with frozen parameters: a non-reentrant replay meets partitioned weights."""
+        return is_true(self.frozen_parameters) and self.zero_stage is not None \
+            and self.zero_stage.value == 3
+
+    def as_data(self, *names: str) -> dict[str, Any]:
+        """The named facts as finding data: `{name: value, name_from: origin}`."""
+        data: dict[str, Any] = {}
+        for name in names:
+            fact = getattr(self, name)
+            if fact is not None:
+                data[name], data[f"{name}_from"] = fact.value, fact.origin
+        return data
+
+
+def is_true(fact: Fact | None) -> bool:
+    return fact is not None and fact.value is True
+
+
+@dataclass
+class _Collected:
+    """Every statement of each fact found, before they are merged."""
+
+    source: Path | None = None  # the Python file stating them (None: configs at default places)
+    facts: dict[str, list[Fact]] = field(default_factory=dict)
+    ds_configs_named: bool = False  # the code names a DeepSpeed config (readable or not)
+
+    def add(self, name: str, value: Any, origin: str) -> None:
+        self.facts.setdefault(name, []).append(Fact(value, origin))
+
+    def extend(self, other: _Collected, wanted: frozenset[str] | None = None) -> None:
+        for name, found in other.facts.items():
+            if wanted is None or name in wanted:
+                self.facts.setdefault(name, []).extend(found)
+
+    def merged(self) -> TrainingSetup:
+        values = {}
+        for name, found in self.facts.items():
+            distinct = {repr(fact.value) for fact in found}
+            values[name] = found[0] if len(distinct) == 1 else Fact(
+                UNKNOWN, "; ".join(f"{fact.value} at {fact.origin}" for fact in found[:4]))
+        return TrainingSetup(**values)
+
+
+class SetupReader:
+    """Reads the setup of one project; each file is read once per run however many sites
+    ask. `project` finds the modules a file imports (module name -> file)."""
+
+    def __init__(self, root: Path, project: Project) -> None:
+        self.root = root.resolve()
+        self.project = project
+        self.collected = _Collected()
+        self._by_source: dict[Path, _Collected] = {}
+        self._imports: dict[Path, list[Path]] = {}
+        self._reach: dict[Path, frozenset[Path]] = {}
+        self._loaded: dict[Path, Any] = {}
+        self._defaults: dict[bool, _Collected] = {}
+        self.read_paths: set[Path] = set()  # every file read (the result cache's dependencies)
+
+    def setup(self, files: Iterable[Path], site_file: Path | None = None,
+              wanted: frozenset[str] | None = None) -> TrainingSetup:
+        """The setup of `site_file`'s checkpoints (None: of the whole project) stated by the
+        Python `files`, the configs they name, and configs at their default places.
+        `wanted`: the facts asked for (None: all); unless each of them but the
+        `CLEARING_FACTS` is stated somewhere, none is given, and no import is followed."""
+        stating: list[_Collected] = []
+        named = False
+        for path in dict.fromkeys(files):
+            found = self.facts_of(path)
+            named |= found.ds_configs_named
+            if found.facts:
+                stating.append(found)
+        stated = {name for found in stating for name in found.facts}
+        if wanted is not None and not wanted - CLEARING_FACTS - CONFIG_FACTS <= stated:
+            return TrainingSetup()  # (before any config is looked for)
+        defaults = self.default_configs(named)
+        stated |= set(defaults.facts)
+        if wanted is not None and not wanted - CLEARING_FACTS <= stated:
+            return TrainingSetup()
+        total = _Collected()
+        for found in stating:
+            if wanted is not None and not wanted & set(found.facts):
+                continue
+            if site_file is None or (found.source is not None
+                                     and site_file in self.reach(found.source)):
+                total.extend(found, wanted)
+        total.extend(defaults, wanted)
+        return total.merged()
+
+    def facts_of(self, path: Path) -> _Collected:
+        if path not in self._by_source:
+            self.collected = self._by_source[path] = _Collected(path)
+            self.read_source(path)
+        return self._by_source[path]
+
+    def reach(self, path: Path) -> frozenset[Path]:
+        """`path` and the project files it imports, directly or through others."""
+        if path not in self._reach:
+            seen = {path}
+            pending = [path]
+            while pending and len(seen) < MAX_REACHED_FILES:
+                for imported in self.imports_of(pending.pop()):
+                    if imported not in seen:
+                        seen.add(imported)
+                        pending.append(imported)
+            self._reach[path] = frozenset(seen)
+            self.read_paths |= seen
+        return self._reach[path]
+
+    def imports_of(self, path: Path) -> list[Path]:
+        """The project files a file imports (its own folder counts, as for a script)."""
+        if path not in self._imports:
+            self._imports[path] = []
+            tree = parse(self.project.source_text(path))
+            if tree is not None:
+                module, is_package = self.project.module_name(path)
+                found = [self.module_file(name, path.parent)
+                         for name in imported_names(tree, module, is_package)]
+                self._imports[path] = [file for file in dict.fromkeys(found) if file]
+        return self._imports[path]
+
+    def module_file(self, dotted_name: str, folder: Path) -> Path | None:
+        found = self.project.module_path(dotted_name)
+        if found is None:
+            base = folder.joinpath(*dotted_name.split("."))
+            found = next((candidate for candidate in (base.with_suffix(".py"),
+                                                      base / "__init__.py")
+                          if candidate.is_file()), None)
+        return found.resolve() if found is not None else None
+
+    def where(self, path: Path, node: ast.AST | None = None) -> str:
+        try:
+            shown = path.resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            shown = path.name
+        return f"{shown}:{node.lineno}" if node is not None and hasattr(node, "lineno") \
+            else shown
+
+    # -- Python files ---------------------------------------------------------------------
+    def read_source(self, path: Path) -> None:
+        tree = parse(self.project.source_text(path), _SETUP_WORDS)
+        if tree is None:
+            return
+        self.read_paths.add(path)
+        constants = module_constants(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                self.read_call(path, node, constants)
+            elif isinstance(node, ast.Assign) and is_false(node.value) and any(
+                    isinstance(target, ast.Attribute) and target.attr == "requires_grad"
+                    for target in node.targets):
+                self.collected.add("frozen_parameters", True, self.where(path, node))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and node.value.endswith((".yaml", ".yml")) and len(node.value) < 300:
+                config = self.config_file(path, node.value)
+                if config is not None:
+                    self.read_accelerate_config(config)
+
+    def read_call(self, path: Path, call: ast.Call, constants: dict[str, ast.expr]) -> None:
+        name = called_name(call.func) or ""
+        keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+        here = self.where(path, call)
+        add = self.collected.add
+        if "deepspeed" in keywords and not is_none(keywords["deepspeed"]):
+            self.read_deepspeed_value(path, keywords["deepspeed"], constants, here)
+        if name == "initialize" and isinstance(call.func, ast.Attribute) \
+                and called_name(call.func.value) == "deepspeed":
+            for keyword in ("config", "config_params"):
+                if keyword in keywords:
+                    self.read_deepspeed_value(path, keywords[keyword], constants, here)
+        if name == "DeepSpeedPlugin":  # accelerate's
+            if "zero_stage" in keywords:
+                self.collected.ds_configs_named = True
+                add("zero_stage", as_stage(literal(keywords["zero_stage"])), here)
+            if "hf_ds_config" in keywords:
+                self.read_deepspeed_value(path, keywords["hf_ds_config"], constants, here)
+        if name == "DeepSpeedStrategy":
+            stage = keywords.get("stage")
+            self.collected.ds_configs_named = True
+            add("zero_stage", as_stage(literal(stage)) if stage is not None else 2, here)
+        if name in DDP_CLASSES and "find_unused_parameters" in keywords:
+            add("find_unused_parameters", flag(keywords["find_unused_parameters"]), here)
+        if "ddp_find_unused_parameters" in keywords \
+                and not is_none(keywords["ddp_find_unused_parameters"]):
+            add("find_unused_parameters", flag(keywords["ddp_find_unused_parameters"]), here)
+        if name in DDP_CLASSES and "static_graph" in keywords:
+            add("static_graph", flag(keywords["static_graph"]), here)
+        if "strategy" in keywords and name in LIGHTNING_CLASSES:
+            self.read_strategy(keywords["strategy"], here)
+        if "fsdp" in keywords and literal(keywords["fsdp"]) not in ("", None, False, [], ()):
+            add("fsdp", True, here)
+        if name == "fully_shard":
+            add("fsdp", True, here)
+            if "mp_policy" in keywords:
+                add("fsdp_mixed_precision", source_of(keywords["mp_policy"]), here)
+        if name in PEFT_CALLS or (name == "from_pretrained"
+                                  and isinstance(call.func, ast.Attribute)
+                                  and (called_name(call.func.value) or "").startswith("Peft")):
+            add("frozen_parameters", True, here)
+        if "peft_config" in keywords and not is_none(keywords["peft_config"]):
+            add("frozen_parameters", True, here)
+        if name == "requires_grad_" and call.args and is_false(call.args[0]):
+            add("frozen_parameters", True, here)
+
+    def read_strategy(self, value: ast.expr, here: str) -> None:
+        text = literal(value)
+        if not isinstance(text, str):
+            return
+        self.collected.add("lightning_strategy", text, here)
+        if text.startswith("deepspeed"):
+            stage = re.match(r"deepspeed_stage_(\d)", text)
+            self.collected.add("zero_stage", int(stage[1]) if stage else UNKNOWN, here)
+        elif text == "ddp_find_unused_parameters_true":
+            self.collected.add("find_unused_parameters", True, here)
+        elif text.startswith("fsdp"):
+            self.collected.add("fsdp", True, here)
+
+    def read_deepspeed_value(self, path: Path, value: ast.expr,
+                             constants: dict[str, ast.expr], here: str) -> None:
+        if isinstance(value, ast.Name) and value.id in constants:
+            value = constants[value.id]
+        self.collected.ds_configs_named = True
+        if isinstance(value, ast.Dict):
+            self.collected.add("zero_stage", zero_stage(literal(value)), here)
+        elif isinstance(value, ast.Constant) and isinstance(value.value, str):
+            config = self.config_file(path, value.value)
+            stage = zero_stage(self.load(config)) if config is not None else UNKNOWN
+            origin = self.where(config) if config is not None else f"{value.value!r} at {here}"
+            self.collected.add("zero_stage", stage, origin)
+        else:  # a path or dict computed at run time
+            self.collected.add("zero_stage", UNKNOWN, f"{source_of(value)} at {here}")
+
+    # -- config files ---------------------------------------------------------------------
+    def config_file(self, source: Path, named: str) -> Path | None:
+        """The file a string names, relative to the naming file's folder or the project root,
+        when it lies inside the project root (links followed only within it)."""
+        for base in (source.parent, self.root):
+            candidate = base / named
+            try:
+                resolved = candidate.resolve()
+            except (OSError, RuntimeError, ValueError):
+                continue
+            if resolved.is_relative_to(self.root) and resolved.is_file():
+                return resolved
+        return None
+
+    def load(self, path: Path) -> Any:
+        """A config file's data (JSON, or YAML with `safe_load`); None when unusable."""
+        self.read_paths.add(path)
+        if path not in self._loaded:
+            self._loaded[path] = load_config(path)
+        return self._loaded[path]
+
+    def read_accelerate_config(self, path: Path) -> None:
+        config = self.load(path)
+        if not isinstance(config, dict) or "distributed_type" not in config:
+            return
+        origin = self.where(path)
+        kind = str(config.get("distributed_type", "")).upper()
+        if kind == "DEEPSPEED":
+            self.collected.ds_configs_named = True
+            ds = config.get("deepspeed_config")
+            ds = ds if isinstance(ds, dict) else {}
+            file = ds.get("deepspeed_config_file")
+            if isinstance(file, str) and file:
+                inner = self.config_file(path, file)
+                stage = zero_stage(self.load(inner)) if inner is not None else UNKNOWN
+                self.collected.add("zero_stage", stage,
+                                   self.where(inner) if inner is not None else origin)
+            else:
+                self.collected.add("zero_stage", as_stage(ds.get("zero_stage")), origin)
+        elif kind == "FSDP":
+            self.collected.add("fsdp", True, origin)
+
+    def default_configs(self, named: bool) -> _Collected:
+        """Facts of the configs at their default places (`named`: the code names a DeepSpeed
+        config, so no JSON file is taken for it)."""
+        if named not in self._defaults:
+            self.collected = self._defaults[named] = _Collected()
+            for name in ACCELERATE_DEFAULT_NAMES:
+                path = self.root / name
+                if path.is_file() and not path.is_symlink():
+                    self.read_accelerate_config(path)
+            if not named and not self.collected.ds_configs_named:
+                self.read_only_deepspeed_config()
+        return self._defaults[named]
+
+    def read_only_deepspeed_config(self) -> None:
+        found = [(path, stage) for path in files_near_root(self.root, ".json")
+                 if DEEPSPEED_CONFIG_NAME.search(path.name)
+                 and isinstance(data := self.load(path), dict) and "zero_optimization" in data
+                 and (stage := zero_stage(data)) is not None]
+        if len(found) == 1:
+            path, stage = found[0]
+            self.collected.add("zero_stage", stage, f"{self.where(path)} (the only DeepSpeed "
+                                                    "config in the project)")
+        elif found:
+            self.collected.add("zero_stage", UNKNOWN, f"{len(found)} DeepSpeed configs, none "
+                                                      "named by the code")
+
+
+def parse(text: str | None, needs: re.Pattern[str] | None = None) -> ast.Module | None:
+    """A Python file's `ast` (None when unreadable, not Python, or without `needs`)."""
+    if text is None:
+        return None
+    if needs is not None and not needs.search(text):
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def imported_names(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
+    """Dotted names of the modules a file imports (`from a import b`: `a` and `a.b`),
+    relative imports made absolute from the file's `module`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve_relative(module, is_package, node.level, node.module) \
+                if node.level else node.module or ""
+            if base:
+                yield base
+            yield from (f"{base}.{alias.name}" if base else alias.name
+                        for alias in node.names if alias.name != "*")
+
+
+def load_config(path: Path) -> Any:
+    if path.suffix == ".json":
+        return read_json(path, MAX_CONFIG_BYTES)
+    data = read_regular_file(path, MAX_CONFIG_BYTES)
+    if data is None:
+        return None
+    import yaml  # (only here: most runs read no YAML)
+
+    try:
+        return yaml.safe_load(data)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+
+
+def setup_scripts(root: Path) -> list[Path]:
+    """The Python files near the root (resolved) whose setup counts with the project's."""
+    return [path.resolve() for path in files_near_root(root, ".py")]
+
+
+def files_near_root(root: Path, suffix: str) -> list[Path]:
+    """Files ending in `suffix` in the root and the folders just below it (hidden and
+    skipped folders left out, links never followed), at most `MAX_SCANNED_FILES`: where
+    configs and training scripts (`scripts/train.py`) usually are."""
+    from ckptlint.analysis.project import SKIPPED_DIRS
+
+    found: list[Path] = []
+    folders = [root]
+    try:
+        folders += sorted(Path(entry.path) for entry in os.scandir(root)
+                          if entry.is_dir(follow_symlinks=False)
+                          and entry.name not in SKIPPED_DIRS and not entry.name.startswith("."))
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        found += [Path(entry.path) for entry in entries if entry.name.endswith(suffix)
+                  and entry.is_file(follow_symlinks=False)]
+    return found[:MAX_SCANNED_FILES]
+
+
+def zero_stage(config: Any) -> int | str | None:
+    """A DeepSpeed config's ZeRO stage (0 when it has no `zero_optimization`); UNKNOWN when
+    it is not a readable config or says `"auto"`."""
+    if not isinstance(config, dict):
+        return UNKNOWN
+    zero = config.get("zero_optimization", {})
+    if not isinstance(zero, dict):
+        return UNKNOWN
+    return as_stage(zero.get("stage", 0))
+
+
+def as_stage(value: Any) -> int | str:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return value if type(value) is int and 0 <= value <= 3 else UNKNOWN
+
+
+def module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Module-level names bound once, to a string or a dict literal."""
+    bound: dict[str, list[ast.expr]] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(statement.value)
+    return {name: values[0] for name, values in bound.items()
+            if len(values) == 1 and isinstance(values[0], (ast.Dict, ast.Constant))}
+
+
+def source_of(node: ast.expr) -> str:
+    """An expression as written, cut to 80 characters."""
+    try:
+        text = ast.unparse(node)
+    except (RecursionError, ValueError):
+        return "an expression"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def literal(node: ast.expr | None) -> Any:
+    try:
+        return ast.literal_eval(node) if node is not None else None
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return UNKNOWN
+
+
+def flag(node: ast.expr) -> bool | str:
+    value = literal(node)
+    return value if isinstance(value, bool) else UNKNOWN
+
+
+def is_false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
