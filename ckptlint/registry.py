@@ -181,6 +181,14 @@ RULES: dict[str, RuleInfo] = {
                       "method": STR,
                       "target": OneOf(("attribute", "global", "nonlocal", "module-state")),
                       "enclosing": STR, "module_class": STR})),
+        RuleInfo("CKP402", "argument-mutation", "warning", SIDE_EFFECT, NO_FIX,
+                 "ckptlint.checks.argument_mutation:ArgumentMutation",
+                 "a segment mutates an object passed into it (container methods, item "
+                 "assignment, in-place ops on an input tensor, a cache's `update()`): the "
+                 "replay does it again",
+                 STATE.with_fields(
+                     {"write": OneOf(("accumulate", "augassign", "item", "del", "method")),
+                      "argument": STR, "forwarded": BOOL}, {"method": STR})),
         RuleInfo("CKP501", "replay-divergence", "warning", REPLAY_COMPARE, NO_FIX, None,
                  "(dynamic) a watched replay differed from its forward",
                  Obj({"function": STR})),
