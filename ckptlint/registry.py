@@ -147,6 +147,14 @@ RULES: dict[str, RuleInfo] = {
                  "`torch.is_grad_enabled()` in a reentrant segment",
                  STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
                                    {"expression": STR})),
+        RuleInfo("CKP205", "data-dependent-shape", "warning", REPLAY_COMPARE, NO_FIX,
+                 "ckptlint.checks.data_dependent_shape:DataDependentShape",
+                 "an op whose output shape depends on tensor values inside a segment "
+                 "(`nonzero`, boolean masks, `unique`, one-argument `where`, splits by "
+                 "`.tolist()` sizes, ...)",
+                 SEGMENT.with_fields({"expression": STR, "op": OneOf((
+                     "nonzero", "argwhere", "masked_select", "unique", "bincount",
+                     "repeat_interleave", "where", "boolean-mask", "split-sizes"))})),
         RuleInfo("CKP206", "context-not-replayed", "warning", Dynamic.CONTEXT_STATE, NO_FIX,
                  "ckptlint.checks.context_not_replayed:ContextNotReplayed",
                  "a checkpoint (or a call reaching one) inside a kernel or precision context "

@@ -1,0 +1,241 @@
+"""CKP205: an op inside a segment whose output shape depends on tensor values.
+
+`nonzero`, `argwhere`, `masked_select`, `unique`, `bincount` without `minlength`,
+`repeat_interleave` with tensor repeats, one-argument `where`, indexing with a boolean mask,
+and splits by sizes read from a tensor (`.tolist()`). An MoE expert dispatch (`x[idx]` with
+`idx` from `where`/`nonzero` on the routing) is reported once, at the op computing the
+indices. If the values differ in the replay, so do the shapes of what it saves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from ckptlint.analysis.scopes import ASSIGNED, Scope
+from ckptlint.analysis.segment import Reached, Segment, import_qualnames, is_framework
+from ckptlint.analysis.tensors import STRONG, WEAK, TensorInference
+from ckptlint.checks.segment_base import SegmentRule
+from ckptlint.checks.state_facts import source_text
+from ckptlint.findings import Finding
+from ckptlint.syntax.walk import Visitor
+
+# Ops whose output length is the number of values that pass a test.
+COUNTING_OPS = {"nonzero": "nonzero", "argwhere": "argwhere", "masked_select": "masked_select",
+                "unique": "unique", "unique_consecutive": "unique"}
+SPLITS = frozenset({"split", "tensor_split", "split_with_sizes"})
+# Boolean-valued tensor ops (method or `torch.` function): their result indexes as a mask.
+BOOLEAN_OPS = frozenset({
+    "bool", "eq", "ne", "gt", "lt", "ge", "le", "greater", "less", "greater_equal",
+    "less_equal", "not_equal", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
+    "logical_not", "logical_and", "logical_or", "logical_xor", "isin", "signbit",
+})
+MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
+COMPARISONS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
+               cst.GreaterThanEqual)
+
+
+class ShapeOps(Visitor):
+    """The calls and the read subscripts of one function body (nested defs excluded)."""
+
+    def __init__(self, reached: Reached) -> None:
+        self.scopes = reached.module.scopes.scope_of
+        self.stack: list[Scope] = [reached.scope]
+        self.calls: list[tuple[cst.Call, Scope]] = []
+        self.subscripts: list[tuple[cst.Subscript, Scope]] = []
+        self.stores: set[int] = set()
+        self.walk(reached.node.body)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        scope = self.scopes.get(id(node))
+        if scope is not None:
+            self.stack.append(scope)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        if not isinstance(original_node, (cst.FunctionDef, cst.ClassDef)) \
+                and self.scopes.get(id(original_node)) is not None:
+            self.stack.pop()
+
+    def store(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.store(element.value)
+        elif isinstance(target, cst.Subscript):
+            self.stores.add(id(target))  # `x[mask] = 0`: an in-place fill keeps x's shape
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.store(target.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.store(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.store(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self.store(node.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append((node, self.stack[-1]))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if id(node) not in self.stores:
+            self.subscripts.append((node, self.stack[-1]))
+
+
+class DataDependentShape(SegmentRule):
+    """An op whose output shape depends on tensor values, inside checkpointed code."""
+
+    code = "CKP205"
+    message = ("`{expression:short}` {op:phrase}, so its output shape depends on tensor "
+               "values: if they differ in the replay (nondeterministic kernels, MoE routing, "
+               "changed state) the replay saves tensors of other shapes and torch raises a "
+               "metadata CheckpointError (reentrant: wrong gradients); compute it outside the "
+               "checkpoint and pass it in, or save it with a selective checkpoint policy")
+    phrases = {"op": {
+        "nonzero": "keeps the positions of nonzero values",
+        "argwhere": "keeps the positions of nonzero values",
+        "masked_select": "keeps the values a mask selects",
+        "unique": "keeps the distinct values",
+        "bincount": "counts up to the largest value (no `minlength`)",
+        "repeat_interleave": "repeats by counts held in a tensor",
+        "where": "is a one-argument `where` (the positions of true values)",
+        "boolean-mask": "indexes with a boolean mask",
+        "split-sizes": "splits by sizes read from a tensor (`.tolist()`)",
+    }}
+
+    def check(self, segment: Segment) -> Iterator[Finding]:
+        for reached, _ in self.functions(segment):
+            ops = self.context.memo.get(("shape-ops", id(reached.node)),
+                                        lambda reached=reached: ShapeOps(reached))
+            inference = self.context.tensors(reached)
+            seen: set[int] = set()
+            found: list[tuple[cst.CSTNode, str]] = []
+            for call, scope in ops.calls:
+                op = self.call_op(call, scope, inference)
+                if op is not None:
+                    found.append((call, op))
+            for subscript, scope in ops.subscripts:
+                if self.masked(subscript, scope, inference):
+                    found.append((subscript, "boolean-mask"))
+            for node, op in found:
+                row = reached.module.start(node).row
+                if row in seen:
+                    continue
+                seen.add(row)
+                yield self.at(segment, reached, node, {
+                    "expression": source_text(reached.module, node), "op": op})
+
+    # -- calls ------------------------------------------------------------------------------
+    def call_op(self, call: cst.Call, scope: Scope, inference: TensorInference) -> str | None:
+        func = call.func
+        names = import_qualnames(func, scope)
+        torch_names = [name for name in names if name.startswith("torch.")]
+        if torch_names:
+            name = torch_names[0].rsplit(".", 1)[-1]
+            arguments = list(call.args)  # the tensor is the first argument
+        elif names or not isinstance(func, cst.Attribute):
+            return None  # another library's function (`np.unique`), or a plain call
+        else:
+            name = func.attr.value
+            receiver = func.value
+            if any(is_framework(q) and not q.startswith("torch") for q in
+                   import_qualnames(receiver, scope)):
+                return None  # `np.nonzero`, `os.path.split`
+            if name not in ("nonzero", "argwhere", "masked_select", "bincount") and \
+                    inference.level_at(receiver, scope, call) < WEAK:
+                return None
+            arguments = [cst.Arg(receiver), *call.args]
+        positional = [arg for arg in arguments if arg.keyword is None and not arg.star]
+        keywords = {arg.keyword.value for arg in arguments if arg.keyword is not None}
+        if name in COUNTING_OPS:
+            return COUNTING_OPS[name]
+        if name == "bincount":
+            return None if "minlength" in keywords or len(positional) > 2 else "bincount"
+        if name == "where":
+            return "where" if len(arguments) == 1 and not keywords else None
+        if name == "repeat_interleave":
+            repeats = positional[1].value if len(positional) > 1 else next(
+                (arg.value for arg in arguments if arg.keyword is not None
+                 and arg.keyword.value == "repeats"), None)
+            if repeats is None or "output_size" in keywords:
+                return None
+            return "repeat_interleave" \
+                if inference.level_at(repeats, scope, call) == STRONG else None
+        if name in SPLITS:
+            sizes = positional[1].value if len(positional) > 1 else None
+            return "split-sizes" if sizes is not None and self.read_from_tensor(sizes, scope) \
+                else None
+        return None
+
+    def read_from_tensor(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """`counts.tolist()`, or a name only ever bound to one."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            return expr.func.attr.value == "tolist"
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            return bool(bindings) and all(
+                b.kind in ASSIGNED and b.value is not None
+                and self.read_from_tensor(b.value, b.scope, depth + 1) for b in bindings)
+        return False
+
+    # -- boolean masks -------------------------------------------------------------------------
+    def masked(self, subscript: cst.Subscript, scope: Scope, inference: TensorInference) -> bool:
+        if inference.level_at(subscript.value, scope, subscript) < WEAK:
+            return False  # a list or a dict indexed, not a tensor
+        return any(isinstance(element.slice, cst.Index)
+                   and self.boolean(element.slice.value, scope, inference, subscript)
+                   for element in subscript.slice)
+
+    def boolean(self, expr: cst.BaseExpression, scope: Scope, inference: TensorInference,
+                point: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `expr` is a boolean tensor: a comparison of tensors, a boolean op on them,
+        `~`/`&`/`|` of masks, or a name only ever bound to one."""
+        if depth > 6:
+            return False
+        if isinstance(expr, cst.Comparison):
+            return all(isinstance(c.operator, COMPARISONS) for c in expr.comparisons) \
+                and inference.level_at(expr, scope, point) >= WEAK
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, cst.BitInvert) and \
+                self.boolean(expr.expression, scope, inference, point, depth + 1)
+        if isinstance(expr, cst.BinaryOperation):
+            return isinstance(expr.operator, MASK_OPERATORS) and (
+                self.boolean(expr.left, scope, inference, point, depth + 1)
+                or self.boolean(expr.right, scope, inference, point, depth + 1))
+        if isinstance(expr, cst.Call):
+            return self.boolean_call(expr, scope, inference, point)
+        if isinstance(expr, cst.Subscript):  # `keep[0]`: part of a mask
+            return self.boolean(expr.value, scope, inference, point, depth + 1)
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            return bool(bindings) and all(
+                b.kind in ASSIGNED and b.value is not None
+                and self.boolean(b.value, b.scope, inference, b.node, depth + 1)
+                for b in bindings)
+        return False
+
+    @staticmethod
+    def boolean_call(call: cst.Call, scope: Scope, inference: TensorInference,
+                     point: cst.CSTNode) -> bool:
+        func = call.func
+        names = import_qualnames(func, scope)
+        if names:
+            return any(name.startswith("torch.") and name.rsplit(".", 1)[-1] in BOOLEAN_OPS
+                       for name in names)
+        if not isinstance(func, cst.Attribute):
+            return False
+        method = func.attr.value
+        if method in ("to", "type") and call.args:
+            dtype = call.args[0].value
+            return (isinstance(dtype, cst.Attribute) and dtype.attr.value == "bool"
+                    and inference.level_at(func.value, scope, point) >= WEAK)
+        return method in BOOLEAN_OPS and inference.level_at(func.value, scope, point) >= WEAK
