@@ -27,6 +27,7 @@ from ckptlint.analysis.segment import (
     compact,
     memo_containers,
 )
+from ckptlint.analysis.tensors import annotation_may_be_tensor
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.side_effect_in_segment import CHANGE_HOW
 from ckptlint.checks.state_facts import segment_change
@@ -37,6 +38,9 @@ from ckptlint.findings import Finding
 # layer class declares `_can_checkpoint_with_cache = True`.
 HF_CLEARED_CACHES = frozenset({"cache", "layer_past", "past_key_value", "past_key_values"})
 HF_KEEPS_CACHE = "_can_checkpoint_with_cache"
+# Container mutators that are out-of-place tensor methods (`x.add(y)`, `x.sort(-1)`): a
+# mutation only where the parameter is annotated as something else.
+TENSOR_OUT_OF_PLACE = frozenset({"add", "sort", "put"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class ArgumentMutation(SegmentRule):
             if compact(write.target) in memo:
                 return None  # `if key not in cache: cache[key] = ...`: the replay adds nothing
         target = write.target
+        if write.method in TENSOR_OUT_OF_PLACE and (
+                target is not root or self.may_be_tensor(reached, root.value)):
+            return None
         if write.how == WriteKind.AUGASSIGN and target is root:
             # `x += y` mutates a tensor in place but rebinds an int: only tensor parameters.
             return root.value if self.tensor_annotated(reached, root.value) else None
@@ -120,13 +127,18 @@ class ArgumentMutation(SegmentRule):
             b.kind in (BindingKind.PARAM, BindingKind.AUGASSIGN) for b in bindings)
 
     @staticmethod
-    def tensor_annotated(reached: Reached, name: str) -> bool:
-        node = reached.node
-        for param in all_params(node.params):
+    def annotation(reached: Reached, name: str) -> str | None:
+        for param in all_params(reached.node.params):
             if param.name.value == name and param.annotation is not None:
-                annotation = cst.Module([]).code_for_node(param.annotation.annotation)
-                return "Tensor" in annotation
-        return False
+                return cst.Module([]).code_for_node(param.annotation.annotation)
+        return None
+
+    def tensor_annotated(self, reached: Reached, name: str) -> bool:
+        return "Tensor" in (self.annotation(reached, name) or "")
+
+    def may_be_tensor(self, reached: Reached, name: str) -> bool:
+        annotation = self.annotation(reached, name)
+        return annotation is None or annotation_may_be_tensor(cst.parse_expression(annotation))
 
     # -- which parameters hold arguments -----------------------------------------------------
     def passed_parameters(self, segment: Segment) -> dict[int, dict[str, Passed]]:

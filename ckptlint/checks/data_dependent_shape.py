@@ -10,6 +10,7 @@ indices. If the values differ in the replay, so do the shapes of what it saves.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import libcst as cst
 
@@ -113,7 +114,7 @@ class DataDependentShape(SegmentRule):
     def check(self, segment: Segment) -> Iterator[Finding]:
         for reached, _ in self.functions(segment):
             ops = self.context.memo.get(("shape-ops", id(reached.node)),
-                                        lambda reached=reached: ShapeOps(reached))
+                                        partial(ShapeOps, reached))
             inference = self.context.tensors(reached)
             seen: set[int] = set()
             found: list[tuple[cst.CSTNode, str]] = []
