@@ -35,15 +35,16 @@ def reported(path: Path = FIXTURE) -> dict[int, dict]:
 
 def test_data_names_the_parameter_and_where_it_came_from():
     found = reported()
-    cache = found[40]
+    cache = found[42]
     assert (cache["state"], cache["argument"], cache["forwarded"], cache["method"]) == \
         ("cache", "cache", True, "update")
     assert cache["owner"] == "attend" and cache["write"] == "method"
     assert cache["changes"][0]["phase"] == "segment"
     past = found[12]
     assert (past["state"], past["forwarded"], past["method"]) == ("past", False, "append")
-    assert {found[23]["write"], found[24]["write"], found[18]["write"]} == \
+    assert {found[24]["write"], found[26]["write"], found[18]["write"]} == \
         {"item", "del", "augassign"}
+    assert 23 not in found  # `stats["norm"] = ...`: an overwrite
 
 
 def checkpointed(function, *args, reentrant: bool = False):

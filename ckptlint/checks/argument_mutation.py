@@ -26,6 +26,7 @@ from ckptlint.analysis.segment import (
     WriteKind,
     compact,
     memo_containers,
+    reads_target,
 )
 from ckptlint.analysis.tensors import annotation_may_be_tensor
 from ckptlint.checks.segment_base import SegmentRule
@@ -61,7 +62,7 @@ class ArgumentMutation(SegmentRule):
                "copy, return the new value, or do it outside the checkpoint")
     phrases = {
         "write": {"accumulate": "accumulates into", "augassign": "updates in place",
-                  "item": "sets an item of", "del": "deletes from",
+                  "item": "updates an item of", "del": "deletes from",
                   "method": "mutates (`.{method}()`)"},
         "forwarded": {True: " (passed down from the checkpointed function's `{argument}`)",
                       False: ""},
@@ -116,6 +117,9 @@ class ArgumentMutation(SegmentRule):
             return None  # rebinding or deleting the local name
         if write.how == WriteKind.ASSIGN and not write.accumulates:
             return None  # `state.last = x`: the replay writes the same again
+        if write.how == WriteKind.ITEM and isinstance(write.node, cst.Assign) \
+                and not reads_target(write.node.value, target):
+            return None  # `cache[key] = value`: an overwrite, the replay writes the same again
         return root.value
 
     @staticmethod
@@ -164,6 +168,9 @@ class ArgumentMutation(SegmentRule):
                     continue
                 callees = self.context.segments.resolve_call(call.node, reached.function,
                                                              call.scope)
+                if len(callees) > 1:  # which one runs is not known: positions may mean others
+                    given = {index: name for index, name in given.items()
+                             if call.node.args[index].keyword is not None}
                 for callee in callees:
                     target = in_segment.get(id(callee.node))
                     if target is None or target.depth <= reached.depth:
