@@ -32,8 +32,8 @@ def test_data_names_the_op_and_its_expression():
                      cwd=REPO)
     found = {f["location"]["row"]: f["data"] for f in json.loads(result.stdout)}
     assert found[26] == {"expression": "torch.where(mask[expert[0]])", "op": "where"}
-    assert found[34] == {"expression": "x[keep]", "op": "boolean-mask"}
-    assert found[47]["op"] == "split-sizes" and found[43]["op"] == "bincount"
+    assert found[35] == {"expression": "x[keep]", "op": "boolean-mask"}
+    assert found[49]["op"] == "split-sizes" and found[45]["op"] == "bincount"
 
 
 def routed(fixture, change_routing: bool):

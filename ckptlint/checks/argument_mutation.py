@@ -25,10 +25,12 @@ from ckptlint.analysis.segment import (
     Write,
     WriteKind,
     compact,
+    iter_segment,
     memo_containers,
     reads_target,
 )
 from ckptlint.analysis.tensors import annotation_may_be_tensor
+from ckptlint.checks.context import RuleContext
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.side_effect_in_segment import CHANGE_HOW
 from ckptlint.checks.state_facts import segment_change
@@ -69,7 +71,7 @@ class ArgumentMutation(SegmentRule):
     }
 
     def check(self, segment: Segment) -> Iterator[Finding]:
-        passed = self.passed_parameters(segment)
+        passed = passed_parameters(self.context, segment, self.cleared_by_library(segment))
         for reached, facts in self.functions(segment):
             held = passed.get(id(reached.node), {})
             if not held:
@@ -100,7 +102,7 @@ class ArgumentMutation(SegmentRule):
         if write.once_guarded or (write.grad_guarded and mode != Mode.NON_REENTRANT):
             return None
         root = root_name(write.target)
-        if root is None or root.value not in held or not self.only_parameter(reached, root):
+        if root is None or root.value not in held or not only_parameter(reached, root):
             return None
         if write.how == WriteKind.ITEM or write.method in ("add", "setdefault", "append"):
             if compact(write.target) in memo:
@@ -123,14 +125,6 @@ class ArgumentMutation(SegmentRule):
         return root.value
 
     @staticmethod
-    def only_parameter(reached: Reached, name: cst.Name) -> bool:
-        """The name is bound in its function only as the parameter (never reassigned, so what
-        it holds is the object passed in; `x += y` keeps a tensor's identity)."""
-        bindings = reached.scope.bindings.get(name.value, [])
-        return any(b.kind == BindingKind.PARAM for b in bindings) and all(
-            b.kind in (BindingKind.PARAM, BindingKind.AUGASSIGN) for b in bindings)
-
-    @staticmethod
     def annotation(reached: Reached, name: str) -> str | None:
         for param in all_params(reached.node.params):
             if param.name.value == name and param.annotation is not None:
@@ -143,43 +137,6 @@ class ArgumentMutation(SegmentRule):
     def may_be_tensor(self, reached: Reached, name: str) -> bool:
         annotation = self.annotation(reached, name)
         return annotation is None or annotation_may_be_tensor(cst.parse_expression(annotation))
-
-    # -- which parameters hold arguments -----------------------------------------------------
-    def passed_parameters(self, segment: Segment) -> dict[int, dict[str, Passed]]:
-        """For each function of the segment (by node id), its parameters holding objects
-        passed into the segment."""
-        passed: dict[int, dict[str, Passed]] = {}
-        in_segment = {id(reached.node): reached for reached in segment.functions}
-        cleared = self.cleared_by_library(segment)
-        for reached in segment.functions:
-            if reached.depth == 0:
-                names = [name for name in plain_parameters(reached) if name not in cleared]
-                passed.setdefault(id(reached.node), {}).update(
-                    {name: Passed(name, name) for name in names})
-        for reached, facts in self.functions(segment):  # breadth first: callers come first
-            held = passed.get(id(reached.node))
-            if not held:
-                continue
-            for call in facts.calls:
-                given = {index: arg.value.value for index, arg in enumerate(call.node.args)
-                         if isinstance(arg.value, cst.Name) and arg.value.value in held
-                         and self.only_parameter(reached, arg.value)}
-                if not given:
-                    continue
-                callees = self.context.segments.resolve_call(call.node, reached.function,
-                                                             call.scope)
-                if len(callees) > 1:  # which one runs is not known: positions may mean others
-                    given = {index: name for index, name in given.items()
-                             if call.node.args[index].keyword is not None}
-                for callee in callees:
-                    target = in_segment.get(id(callee.node))
-                    if target is None or target.depth <= reached.depth:
-                        continue
-                    for parameter, name in bind_arguments(call.node, target, given):
-                        origin = held[name].argument
-                        passed.setdefault(id(target.node), {}).setdefault(
-                            parameter, Passed(parameter, origin))
-        return passed
 
     @staticmethod
     def cleared_by_library(segment: Segment) -> frozenset[str]:
@@ -196,6 +153,50 @@ class ArgumentMutation(SegmentRule):
                             and bool_value(small.value) is True):
                         return frozenset()
         return HF_CLEARED_CACHES
+
+
+def only_parameter(reached: Reached, name: cst.Name) -> bool:
+    """The name is bound in its function only as the parameter (never reassigned, so what
+    it holds is the object passed in; `x += y` keeps a tensor's identity)."""
+    bindings = reached.scope.bindings.get(name.value, [])
+    return any(b.kind == BindingKind.PARAM for b in bindings) and all(
+        b.kind in (BindingKind.PARAM, BindingKind.AUGASSIGN) for b in bindings)
+
+
+def passed_parameters(context: RuleContext, segment: Segment,
+                      cleared: frozenset[str] = frozenset()) -> dict[int, dict[str, Passed]]:
+    """For each function of the segment (by node id), its parameters holding objects passed
+    into the segment (`cleared`: parameters of the checkpointed function the library sets to
+    None first)."""
+    passed: dict[int, dict[str, Passed]] = {}
+    in_segment = {id(reached.node): reached for reached in segment.functions}
+    for reached in segment.functions:
+        if reached.depth == 0:
+            names = [name for name in plain_parameters(reached) if name not in cleared]
+            passed.setdefault(id(reached.node), {}).update(
+                {name: Passed(name, name) for name in names})
+    for reached, facts in iter_segment(segment):  # breadth first: callers come first
+        held = passed.get(id(reached.node))
+        if not held:
+            continue
+        for call in facts.calls:
+            given = {index: arg.value.value for index, arg in enumerate(call.node.args)
+                     if isinstance(arg.value, cst.Name) and arg.value.value in held
+                     and only_parameter(reached, arg.value)}
+            if not given:
+                continue
+            callees = context.segments.resolve_call(call.node, reached.function, call.scope)
+            if len(callees) > 1:  # which one runs is not known: positions may mean others
+                given = {index: name for index, name in given.items()
+                         if call.node.args[index].keyword is not None}
+            for callee in callees:
+                target = in_segment.get(id(callee.node))
+                if target is None or target.depth <= reached.depth:
+                    continue
+                for parameter, name in bind_arguments(call.node, target, given):
+                    passed.setdefault(id(target.node), {}).setdefault(
+                        parameter, Passed(parameter, held[name].argument))
+    return passed
 
 
 def all_params(params: cst.Parameters) -> list[cst.Param]:

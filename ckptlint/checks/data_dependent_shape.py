@@ -14,9 +14,10 @@ from functools import partial
 
 import libcst as cst
 
-from ckptlint.analysis.scopes import ASSIGNED, Scope
+from ckptlint.analysis.scopes import ASSIGNED, BindingKind, Scope, ScopeKind
 from ckptlint.analysis.segment import Reached, Segment, import_qualnames, is_framework
-from ckptlint.analysis.tensors import STRONG, WEAK, TensorInference
+from ckptlint.analysis.tensors import METADATA_ATTRS, STRONG, WEAK, TensorInference
+from ckptlint.checks.argument_mutation import is_method, passed_parameters
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.state_facts import source_text
 from ckptlint.findings import Finding
@@ -33,6 +34,20 @@ BOOLEAN_OPS = frozenset({
     "logical_not", "logical_and", "logical_or", "logical_xor", "isin", "signbit",
 })
 MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
+# Ops that compute the same values from the same inputs on every run (comparisons, logic,
+# casts, shapes, integer bookkeeping): a shape computed only through them from the segment's
+# inputs comes out the same in the replay, which gets the very inputs the forward got.
+EXACT_OPS = BOOLEAN_OPS | frozenset({
+    "long", "int", "float", "half", "bfloat16", "double", "to", "type_as", "view", "reshape",
+    "squeeze", "unsqueeze", "flatten", "unflatten", "transpose", "permute", "contiguous",
+    "clone", "detach", "expand", "expand_as", "sum", "cumsum", "any", "all", "max", "min",
+    "amax", "amin", "nonzero", "argwhere", "where", "tolist", "item", "flip", "cat", "stack",
+    "arange", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "masked_fill",
+    "diff", "unique", "numel", "size", "new_zeros", "new_ones", "new_full", "abs", "chunk",
+    "split", "narrow", "index_select", "gather", "repeat", "repeat_interleave", "bincount",
+    "one_hot", "len", "range", "tuple", "list",
+})
+CONSTANT_NAMES = frozenset({"None", "True", "False"})
 COMPARISONS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
                cst.GreaterThanEqual)
 
@@ -112,7 +127,9 @@ class DataDependentShape(SegmentRule):
     }}
 
     def check(self, segment: Segment) -> Iterator[Finding]:
+        inputs = passed_parameters(self.context, segment)
         for reached, _ in self.functions(segment):
+            stable = ReplayStable(reached, frozenset(inputs.get(id(reached.node), {})))
             ops = self.context.memo.get(("shape-ops", id(reached.node)),
                                         partial(ShapeOps, reached))
             inference = self.context.tensors(reached)
@@ -120,10 +137,11 @@ class DataDependentShape(SegmentRule):
             found: list[tuple[cst.CSTNode, str]] = []
             for call, scope in ops.calls:
                 op = self.call_op(call, scope, inference)
-                if op is not None:
+                if op is not None and not stable.call(call, scope):
                     found.append((call, op))
             for subscript, scope in ops.subscripts:
-                if self.masked(subscript, scope, inference):
+                mask = self.mask(subscript, scope, inference)
+                if mask is not None and not stable.expression(mask, scope):
                     found.append((subscript, "boolean-mask"))
             for node, op in found:
                 row = reached.module.start(node).row
@@ -189,12 +207,16 @@ class DataDependentShape(SegmentRule):
         return False
 
     # -- boolean masks -------------------------------------------------------------------------
-    def masked(self, subscript: cst.Subscript, scope: Scope, inference: TensorInference) -> bool:
+    def mask(self, subscript: cst.Subscript, scope: Scope,
+             inference: TensorInference) -> cst.BaseExpression | None:
+        """The boolean mask a tensor is indexed with, if any."""
         if inference.level_at(subscript.value, scope, subscript) < WEAK:
-            return False  # a list or a dict indexed, not a tensor
-        return any(isinstance(element.slice, cst.Index)
-                   and self.boolean(element.slice.value, scope, inference, subscript)
-                   for element in subscript.slice)
+            return None  # a list or a dict indexed, not a tensor
+        for element in subscript.slice:
+            if isinstance(element.slice, cst.Index) \
+                    and self.boolean(element.slice.value, scope, inference, subscript):
+                return element.slice.value
+        return None
 
     def boolean(self, expr: cst.BaseExpression, scope: Scope, inference: TensorInference,
                 point: cst.CSTNode, depth: int = 0) -> bool:
@@ -240,3 +262,101 @@ class DataDependentShape(SegmentRule):
             return (isinstance(dtype, cst.Attribute) and dtype.attr.value == "bool"
                     and inference.level_at(func.value, scope, point) >= WEAK)
         return method in BOOLEAN_OPS and inference.level_at(func.value, scope, point) >= WEAK
+
+
+class ReplayStable:
+    """Whether an expression comes out the same in the replay: it is computed only from the
+    segment's inputs (parameters holding what was passed in), constants, `self` attributes
+    (state that changes is CKP201's business) and metadata, through `EXACT_OPS`. A learned
+    computation (a module call, `@`, `softmax`) or module-level state is not."""
+
+    def __init__(self, reached: Reached, inputs: frozenset[str]) -> None:
+        self.reached = reached
+        self.inputs = inputs
+        params = reached.node.params
+        positional = [*params.posonly_params, *params.params]
+        self.self_name = positional[0].name.value if is_method(reached) and positional else None
+
+    def call(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether the op's operands (its receiver and arguments) replay the same."""
+        func = call.func
+        operands = [arg.value for arg in call.args]
+        if isinstance(func, cst.Attribute) and not import_qualnames(func, scope):
+            operands.append(func.value)
+        return all(self.expression(operand, scope) for operand in operands)
+
+    def expression(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        if depth > 12:
+            return False
+        deeper = depth + 1
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+            return True
+        if isinstance(expr, cst.Name):
+            return self.name(expr, scope, deeper)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value in METADATA_ATTRS or self.is_self(expr.value, scope) \
+                or self.expression(expr.value, scope, deeper)
+        if isinstance(expr, cst.Subscript):
+            return self.expression(expr.value, scope, deeper) and all(
+                self.part(element.slice, scope, deeper) for element in expr.slice)
+        if isinstance(expr, cst.BinaryOperation):
+            return not isinstance(expr.operator, cst.MatrixMultiply) and \
+                self.expression(expr.left, scope, deeper) and \
+                self.expression(expr.right, scope, deeper)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.expression(expr.expression, scope, deeper)
+        if isinstance(expr, (cst.BooleanOperation,)):
+            return self.expression(expr.left, scope, deeper) and \
+                self.expression(expr.right, scope, deeper)
+        if isinstance(expr, cst.Comparison):
+            return self.expression(expr.left, scope, deeper) and all(
+                self.expression(c.comparator, scope, deeper) for c in expr.comparisons)
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return all(self.expression(e.value, scope, deeper) for e in expr.elements)
+        if isinstance(expr, cst.Call):
+            return self.exact_call(expr, scope, deeper)
+        return False
+
+    def part(self, node: cst.BaseSlice, scope: Scope, depth: int) -> bool:
+        if isinstance(node, cst.Index):
+            return self.expression(node.value, scope, depth)
+        if not isinstance(node, cst.Slice):
+            return False
+        return all(self.expression(bound, scope, depth) for bound in
+                   (node.lower, node.upper, node.step) if bound is not None)
+
+    def exact_call(self, call: cst.Call, scope: Scope, depth: int) -> bool:
+        func = call.func
+        names = import_qualnames(func, scope)
+        if names:
+            if not all(name.rsplit(".", 1)[-1] in EXACT_OPS
+                       and name.split(".", 1)[0] in ("torch", "builtins") for name in names):
+                return False
+        elif not (isinstance(func, cst.Attribute) and func.attr.value in EXACT_OPS
+                  and self.expression(func.value, scope, depth)):
+            return False
+        return all(self.expression(arg.value, scope, depth) for arg in call.args)
+
+    def is_self(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        if self.self_name is None or not isinstance(expr, cst.Name) \
+                or expr.value != self.self_name:
+            return False
+        bindings = scope.lookup(expr.value)
+        return len(bindings) == 1 and bindings[0].kind == BindingKind.PARAM \
+            and bindings[0].scope is self.reached.scope
+
+    def name(self, name: cst.Name, scope: Scope, depth: int) -> bool:
+        if name.value in CONSTANT_NAMES:
+            return True
+        bindings = scope.lookup(name.value)
+        if not bindings:
+            return False
+        for binding in bindings:
+            if binding.kind == BindingKind.PARAM:
+                if binding.scope is not self.reached.scope or name.value not in self.inputs:
+                    return False
+            elif binding.scope.kind == ScopeKind.MODULE or binding.kind not in ASSIGNED \
+                    or binding.value is None \
+                    or not self.expression(binding.value, binding.scope, depth):
+                return False
+        return True
