@@ -136,9 +136,9 @@ class DataDependentShape(SegmentRule):
             seen: set[int] = set()
             found: list[tuple[cst.CSTNode, str]] = []
             for call, scope in ops.calls:
-                op = self.call_op(call, scope, inference)
-                if op is not None and not stable.call(call, scope):
-                    found.append((call, op))
+                shaped = self.call_op(call, scope, inference)
+                if shaped is not None and not stable.expression(shaped[1], scope):
+                    found.append((call, shaped[0]))
             for subscript, scope in ops.subscripts:
                 mask = self.mask(subscript, scope, inference)
                 if mask is not None and not stable.expression(mask, scope):
@@ -152,7 +152,9 @@ class DataDependentShape(SegmentRule):
                     "expression": source_text(reached.module, node), "op": op})
 
     # -- calls ------------------------------------------------------------------------------
-    def call_op(self, call: cst.Call, scope: Scope, inference: TensorInference) -> str | None:
+    def call_op(self, call: cst.Call, scope: Scope,
+                inference: TensorInference) -> tuple[str, cst.BaseExpression] | None:
+        """(the op, the operand whose values decide its shape), for ops of CKP205."""
         func = call.func
         names = import_qualnames(func, scope)
         torch_names = [name for name in names if name.startswith("torch.")]
@@ -171,26 +173,32 @@ class DataDependentShape(SegmentRule):
                     inference.level_at(receiver, scope, call) < WEAK:
                 return None
             arguments = [cst.Arg(receiver), *call.args]
-        positional = [arg for arg in arguments if arg.keyword is None and not arg.star]
+        positional = [arg.value for arg in arguments if arg.keyword is None and not arg.star]
         keywords = {arg.keyword.value for arg in arguments if arg.keyword is not None}
+        if not positional:
+            return None
         if name in COUNTING_OPS:
-            return COUNTING_OPS[name]
+            # masked_select(x, mask): the mask decides
+            operand = positional[-1] if name == "masked_select" else positional[0]
+            return COUNTING_OPS[name], operand
         if name == "bincount":
-            return None if "minlength" in keywords or len(positional) > 2 else "bincount"
+            if "minlength" in keywords or len(positional) > 2:
+                return None
+            return "bincount", positional[0]
         if name == "where":
-            return "where" if len(arguments) == 1 and not keywords else None
+            return ("where", positional[0]) if len(arguments) == 1 and not keywords else None
         if name == "repeat_interleave":
-            repeats = positional[1].value if len(positional) > 1 else next(
+            repeats = positional[1] if len(positional) > 1 else next(
                 (arg.value for arg in arguments if arg.keyword is not None
                  and arg.keyword.value == "repeats"), None)
             if repeats is None or "output_size" in keywords:
                 return None
-            return "repeat_interleave" \
+            return ("repeat_interleave", repeats) \
                 if inference.level_at(repeats, scope, call) == STRONG else None
         if name in SPLITS:
-            sizes = positional[1].value if len(positional) > 1 else None
-            return "split-sizes" if sizes is not None and self.read_from_tensor(sizes, scope) \
-                else None
+            sizes = positional[1] if len(positional) > 1 else None
+            return ("split-sizes", sizes) \
+                if sizes is not None and self.read_from_tensor(sizes, scope) else None
         return None
 
     def read_from_tensor(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
@@ -276,14 +284,6 @@ class ReplayStable:
         params = reached.node.params
         positional = [*params.posonly_params, *params.params]
         self.self_name = positional[0].name.value if is_method(reached) and positional else None
-
-    def call(self, call: cst.Call, scope: Scope) -> bool:
-        """Whether the op's operands (its receiver and arguments) replay the same."""
-        func = call.func
-        operands = [arg.value for arg in call.args]
-        if isinstance(func, cst.Attribute) and not import_qualnames(func, scope):
-            operands.append(func.value)
-        return all(self.expression(operand, scope) for operand in operands)
 
     def expression(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         if depth > 12:
