@@ -125,18 +125,19 @@ class ArgumentMutation(SegmentRule):
         return root.value
 
     @staticmethod
-    def annotation(reached: Reached, name: str) -> str | None:
+    def annotation(reached: Reached, name: str) -> cst.BaseExpression | None:
         for param in all_params(reached.node.params):
             if param.name.value == name and param.annotation is not None:
-                return cst.Module([]).code_for_node(param.annotation.annotation)
+                return param.annotation.annotation
         return None
 
     def tensor_annotated(self, reached: Reached, name: str) -> bool:
-        return "Tensor" in (self.annotation(reached, name) or "")
+        annotation = self.annotation(reached, name)
+        return annotation is not None and "Tensor" in cst.Module([]).code_for_node(annotation)
 
     def may_be_tensor(self, reached: Reached, name: str) -> bool:
         annotation = self.annotation(reached, name)
-        return annotation is None or annotation_may_be_tensor(cst.parse_expression(annotation))
+        return annotation is None or annotation_may_be_tensor(annotation)
 
     @staticmethod
     def cleared_by_library(segment: Segment) -> frozenset[str]:
