@@ -149,6 +149,14 @@ RULES: dict[str, RuleInfo] = {
                  "`torch.is_grad_enabled()` in a reentrant segment",
                  STATE.with_fields({"condition": OneOf(("state", "grad-mode"))},
                                    {"expression": STR})),
+        RuleInfo("CKP205", "data-dependent-shape", "warning", REPLAY_COMPARE, NO_FIX,
+                 "ckptlint.checks.data_dependent_shape:DataDependentShape",
+                 "an op whose output shape depends on tensor values inside a segment "
+                 "(`nonzero`, boolean masks, `unique`, one-argument `where`, splits by "
+                 "`.tolist()` sizes, ...)",
+                 SEGMENT.with_fields({"expression": STR, "op": OneOf((
+                     "nonzero", "argwhere", "masked_select", "unique", "bincount",
+                     "repeat_interleave", "where", "boolean-mask", "split-sizes"))})),
         RuleInfo("CKP206", "context-not-replayed", "warning", Dynamic.CONTEXT_STATE, NO_FIX,
                  "ckptlint.checks.context_not_replayed:ContextNotReplayed",
                  "a checkpoint (or a call reaching one) inside a kernel or precision context "
@@ -183,6 +191,14 @@ RULES: dict[str, RuleInfo] = {
                       "method": STR,
                       "target": OneOf(("attribute", "global", "nonlocal", "module-state")),
                       "enclosing": STR, "module_class": STR})),
+        RuleInfo("CKP402", "argument-mutation", "warning", SIDE_EFFECT, NO_FIX,
+                 "ckptlint.checks.argument_mutation:ArgumentMutation",
+                 "a segment mutates an object passed into it (container methods, item "
+                 "assignment, in-place ops on an input tensor, a cache's `update()`): the "
+                 "replay does it again",
+                 STATE.with_fields(
+                     {"write": OneOf(("accumulate", "augassign", "item", "del", "method")),
+                      "argument": STR, "forwarded": BOOL}, {"method": STR})),
         RuleInfo("CKP501", "replay-divergence", "warning", REPLAY_COMPARE, NO_FIX, None,
                  "(dynamic) a watched replay differed from its forward",
                  Obj({"function": STR})),

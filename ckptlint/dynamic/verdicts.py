@@ -41,6 +41,9 @@ DEVICE_CODES = codes_judged(Dynamic.DEVICE)
 CONTEXT_CODES = codes_judged(Dynamic.CONTEXT_STATE)  # findings naming a context (`data.context`)
 # Everything else (Dynamic.REPLAY_COMPARE) is judged by comparing forward and replay.
 BRANCH_CODES = frozenset({"CKP203", "CKP204"})
+# Findings whose `data.state` is a parameter of the checkpointed code (CKP402): a local of the
+# pass, not state the child can read around it; their line says whether it ran twice.
+ARGUMENT_CODES = frozenset({"CKP402"})
 # CKP303 `data.draw` -> the global stream it draws from (Python's `random`, NumPy's).
 STREAM_OF_DRAW = {"python": "python", "numpy": "numpy"}
 STREAM_NAMES = {"python": "Python's `random`", "numpy": "NumPy's global random stream"}
@@ -103,7 +106,8 @@ def build_plan(findings: Sequence[Finding], sites: Iterable = ()) -> dict[str, A
 def _finding_spec(index: int, finding: Finding) -> dict[str, Any] | None:
     if finding.code in CONTEXT_CODES:
         return _context_spec(index, finding)
-    name = state_expression(finding) if finding.code in STATE_CODES else None
+    name = state_expression(finding) \
+        if finding.code in STATE_CODES and finding.code not in ARGUMENT_CODES else None
     filename, row = hazard_place(finding)
     line = [real(filename), row] if finding.code in SIDE_EFFECT_CODES else None
     branch = [real(filename), row] if finding.code in BRANCH_CODES \
@@ -612,6 +616,9 @@ class Judge:
             text = f"replay of {_label(call)}: {line_text or state.text}"
             if line_text and again:
                 text += f"; {state.text}"
+            if finding.code in ARGUMENT_CODES:
+                text += (f", so the argument `{finding.data.get('state')}` was mutated in the "
+                         "forward and again in the replay")
             return finding.with_verdict("confirmed", text)
         if line_hint == "cleared":
             n_compares = sum(c.compare_count for c in compared)
