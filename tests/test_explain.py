@@ -35,6 +35,7 @@ REAL_EXPECTED = {
     "debug_dump": (0, [["precision-cast-not-replayed"]]),
     "dtype_cast": (0, [["precision-cast-not-replayed"]]),
     "frozen_inputs": (0, [["reentrant-frozen-inputs"]]),
+    "kernel_context_left": (0, [["other-kernels-replayed"]]),
     "reentrant_autograd_grad": (0, [["reentrant-autograd-grad"]]),
     "reentrant_context_fn": (0, [["reentrant-context-fn"]]),
     "reentrant_kwargs": (0, [["reentrant-keyword-arguments"]]),
@@ -138,6 +139,7 @@ def test_saved_tensor_counts_are_read() -> None:
     (metadata_line("4, 6"), metadata_line("4, 12", "bfloat16"), None),  # two fields at once
     (metadata_line("99, 5120"), metadata_line("98, 5120"), "token-count-changed"),
     (metadata_line("99, 5120"), metadata_line("98, 5121"), None),  # two dimensions
+    (metadata_line("8, 8, 16"), metadata_line("2, 4, 8, 16"), "other-kernels-replayed"),
     (metadata_line("8", "bfloat16"), metadata_line("8"), "precision-cast-not-replayed"),
     (metadata_line("8", "float16"), metadata_line("8"), "precision-cast-not-replayed"),
     (metadata_line("8", "float64"), metadata_line("8"), None),  # not a reduced precision

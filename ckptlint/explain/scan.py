@@ -253,6 +253,8 @@ class Scanner:
         error = block.error
         if error.kind is not ErrorKind.METADATA_MISMATCH:
             error.add_signature(signature_of_error(error.kind))
+        elif whole := [signature for signature in error.signatures if signature.whole_error]:
+            error.signatures = whole
         self.record(error)
 
     def record(self, error: FoundError) -> None:

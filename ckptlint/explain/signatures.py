@@ -9,7 +9,10 @@ A signature matches in exactly one of three ways:
 - `text`: a pattern searched in each log line, for errors that are not `CheckpointError`s but
   come from checkpointing (DDP's reducer, reentrant mode's warnings and refusals).
 
-Order matters only for `tensor` tests: a tensor gets the first signature that matches.
+Order matters only for `tensor` tests: a tensor gets the first signature that matches. A
+`tensor` signature marked `whole_error` explains the whole error when any of its tensors matches
+it: the other tensors' coincidences (one of several reshaped tensors happening to be twice as
+long) are then not offered as causes.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Signature:
     tensor: Callable[[TensorMismatch], bool] | None = None
     errors: tuple[ErrorKind, ...] = ()
     text: re.Pattern[str] | None = None
+    whole_error: bool = False
 
 
 def one_dimension_changed(mismatch: TensorMismatch) -> tuple[int, int] | None:
@@ -70,6 +74,13 @@ def doubled_dimension(mismatch: TensorMismatch) -> bool:
 def one_token_more_or_less(mismatch: TensorMismatch) -> bool:
     sizes = one_dimension_changed(mismatch)
     return sizes is not None and min(sizes) >= 2 and abs(sizes[0] - sizes[1]) == 1
+
+
+def rank_changed(mismatch: TensorMismatch) -> bool:
+    """Both tensors hold elements (an empty one may be a shard) and their ranks differ."""
+    saved, recomputed = mismatch.saved, mismatch.recomputed
+    return (is_full(saved) and is_full(recomputed)
+            and len(saved.shape or ()) != len(recomputed.shape or ()))
 
 
 def precision_cast_not_replayed(mismatch: TensorMismatch) -> bool:
@@ -128,6 +139,20 @@ SIGNATURES: tuple[Signature, ...] = (
         rules=("CKP206",),
         reference="https://pytorch.org/docs/stable/checkpoint.html",
         tensor=precision_cast_not_replayed),
+    Signature(
+        "other-kernels-replayed",
+        shows="saved tensors come back with a different number of dimensions ([8, 8, 16] vs "
+              "[2, 4, 8, 16]): the replay ran other operations than the forward",
+        cause="the replay chose other kernels than the forward: a kernel or precision context "
+              "(`sdpa_kernel`, `torch.backends.*.flags`, `set_default_dtype`, `fp8_autocast`) "
+              "was in effect during the forward but had been left before the backward, or the "
+              "segment took another code path",
+        fix="run the backward inside the same context, or enter the context inside the "
+            "checkpointed function so that the replay enters it too",
+        rules=("CKP206", "CKP204"),
+        reference="https://pytorch.org/docs/stable/checkpoint.html",
+        tensor=rank_changed,
+        whole_error=True),
     Signature(
         "tensor-count-changed",
         shows="\"A different number of tensors was saved during the original forward and "
