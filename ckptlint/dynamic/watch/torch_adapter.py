@@ -291,7 +291,8 @@ def _note_compiled(caller: types.FrameType | None, reason: str, graph) -> None:
 
 def _graph_module(fn):
     """The fx GraphModule a compiled checkpoint runs (torch.compile's higher-order op passes
-    the graph itself, a bound method of it, or a closure over it), else None."""
+    the graph itself, a bound method of it or of an fx Interpreter running it, or a closure
+    over it), else None."""
     while isinstance(fn, functools.partial):
         fn = fn.func
     graph_module = getattr(getattr(torch, "fx", None), "GraphModule", None)
@@ -300,6 +301,8 @@ def _graph_module(fn):
     owner = getattr(fn, "__self__", fn)
     if isinstance(owner, graph_module):
         return owner
+    if isinstance(getattr(owner, "module", None), graph_module):   # `Interpreter(graph).run`
+        return owner.module
     cells = _closure_values(fn) if getattr(fn, "__code__", None) is not None else {}
     return next((c for c in cells.values() if isinstance(c, graph_module)), None)
 
