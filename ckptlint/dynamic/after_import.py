@@ -42,7 +42,7 @@ class AfterImport:
             try:
                 self.callback(module)
             except Exception as exc:
-                print("ckptlint: could not hook %s: %r" % (self.name, exc), file=sys.stderr)
+                print(f"ckptlint: could not hook {self.name}: {exc!r}", file=sys.stderr)
 
         try:
             loader.exec_module = exec_module
