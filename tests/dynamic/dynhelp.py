@@ -136,17 +136,23 @@ def env_with_root(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_dynamic(script: str, args: tuple[str, ...] = (), options: tuple[str, ...] = (),
                 findings: list[Finding] | None = None, env: dict[str, str] | None = None,
-                timeout: float = 240, launcher: tuple[str, ...] = ()) -> Result:
-    """`ckptlint dynamic ... -- python [LAUNCHER...] SCRIPT ARGS...` in the scripts folder."""
+                timeout: float = 240, launcher: tuple[str, ...] = (),
+                command: tuple[str, ...] | None = None, lint: bool = False) -> Result:
+    """`ckptlint dynamic --findings F ... -- python [LAUNCHER...] SCRIPT ARGS...` in the
+    scripts folder. F: `findings`, or those of SCRIPT's markers; with `lint`, no F: ckptlint
+    lints SCRIPT itself. `command` replaces what follows `--`."""
     import time
     with tempfile.TemporaryDirectory(prefix="ckpt-test-") as tmp:
-        fjson = os.path.join(tmp, "findings.json")
         out = os.path.join(tmp, "values.json")
-        found = findings_for(script) if findings is None else findings
-        with open(fjson, "w") as handle:
-            json.dump([f.to_json() for f in found], handle)
-        cmd = [PY, "-m", "ckptlint", "dynamic", "--format", "json", "--findings", fjson,
-               *options, "--", PY, *launcher, script, *args]
+        if lint:
+            source = [str(SCRIPTS / script)]
+        else:
+            source = ["--findings", os.path.join(tmp, "findings.json")]
+            found = findings_for(script) if findings is None else findings
+            with open(source[1], "w") as handle:
+                json.dump([f.to_json() for f in found], handle)
+        cmd = [PY, "-m", "ckptlint", "dynamic", "--format", "json", *source, *options, "--",
+               *(command or (PY, *launcher, script, *args))]
         start = time.monotonic()
         proc = subprocess.run(cmd, cwd=SCRIPTS, env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
                               capture_output=True, text=True, timeout=timeout)

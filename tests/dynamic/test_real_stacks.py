@@ -4,14 +4,11 @@ never silent. Real torch, real child processes; ground truth from gradients in e
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 
 import pytest
 
-from dynhelp import PY, SCRIPTS, env_with_root, run_dynamic, torch_has
+from dynhelp import PY, SCRIPTS, run_dynamic, torch_has
 
 pytest.importorskip("torch")
 
@@ -27,6 +24,37 @@ def _row(script, needle):
     raise AssertionError(needle)
 
 
+def _at(result, code, script, needle):
+    """The `code` finding on the line of `script` that holds `needle`."""
+    row = _row(script, needle)
+    [found] = [f for f in result.by_code(code) if f["location"]["row"] == row]
+    return found
+
+
+def _by_target(result, code="CKP201"):
+    return {f["target"]["qualname"]: f for f in result.by_code(code)}
+
+
+def _sound_run_is_cleared(r, matched: str):
+    """A sound run (same gradients as the plain one): its CKP201 cleared, no CKP501."""
+    assert not differs(r.values), "ground truth: the checkpointed run is sound"
+    assert not r.by_code("CKP501"), r.findings
+    f = r.one("CKP201")
+    assert f["verdict"] == "cleared", f
+    assert f"replay matched the forward {matched}" in f["evidence"]
+    assert r.rc == 0
+    return f
+
+
+def _scale_change_is_confirmed(r, changed_to: str):
+    """A harmful run (SCALE changed before backward): its CKP201 confirmed by that change."""
+    assert differs(r.values), "ground truth: SCALE changed, the recomputed part differs"
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    assert f"`SCALE` changed between forward and backward (1.0 → {changed_to})" in f["evidence"]
+    return f
+
+
 def _summary(result) -> str:
     lines = [line for line in result.stderr.splitlines() if line.startswith("ckptlint: ")]
     return "\n".join(lines)
@@ -37,23 +65,14 @@ def _summary(result) -> str:
 @pytest.mark.slow
 @pytest.mark.scenarios("selective_harmless")
 def test_selective_checkpointing_compares_only_what_the_replay_recomputes(runs):
-    r = runs["selective_harmless"]
-    assert not differs(r.values), "ground truth: the selective-checkpoint run is sound"
-    assert not r.by_code("CKP501"), r.findings
-    f = r.one("CKP201")
-    assert f["verdict"] == "cleared", f
-    assert "replay matched the forward once" in f["evidence"]
-    assert r.rc == 0
+    _sound_run_is_cleared(runs["selective_harmless"], "once")
 
 
 @pytest.mark.slow
 @pytest.mark.scenarios("selective_harmful")
 def test_selective_checkpointing_still_catches_a_real_divergence(runs):
     r = runs["selective_harmful"]
-    assert differs(r.values), "ground truth: SCALE changed, the recomputed part differs"
-    f = r.one("CKP201")
-    assert f["verdict"] == "confirmed", f
-    assert "`SCALE` changed between forward and backward (1.0 → 2.0)" in f["evidence"]
+    f = _scale_change_is_confirmed(r, "2.0")
     assert "Block.forward()" in f["evidence"]
     assert not r.by_code("CKP501")
 
@@ -63,24 +82,14 @@ def test_selective_checkpointing_still_catches_a_real_divergence(runs):
 @pytest.mark.slow
 @pytest.mark.scenarios("fsdp_single_harmless")
 def test_fsdp2_hooks_are_not_the_segments_computation(runs):
-    r = runs["fsdp_single_harmless"]
-    assert not differs(r.values), "ground truth: FSDP2 + checkpoint is sound here"
-    assert not r.by_code("CKP501"), r.findings
-    f = r.one("CKP201")
-    assert f["verdict"] == "cleared", f
-    assert "replay matched the forward 2 times" in f["evidence"]
+    f = _sound_run_is_cleared(runs["fsdp_single_harmless"], "2 times")
     assert "at fsdp_single.py:" in f["evidence"] and "(blocks.0, blocks.1)" in f["evidence"]
-    assert r.rc == 0
 
 
 @pytest.mark.slow
 @pytest.mark.scenarios("fsdp_single_harmful")
 def test_fsdp2_real_divergence_is_confirmed(runs):
-    r = runs["fsdp_single_harmful"]
-    assert differs(r.values)
-    f = r.one("CKP201")
-    assert f["verdict"] == "confirmed", f
-    assert "`SCALE` changed between forward and backward (1.0 → 3.0)" in f["evidence"]
+    f = _scale_change_is_confirmed(runs["fsdp_single_harmful"], "3.0")
     assert "_record_function" not in f["evidence"]
 
 
@@ -94,24 +103,23 @@ def test_only_the_finding_the_evidence_is_about_is_confirmed(runs):
     assert isinstance(r.values["ckpt_b"], str) and "strict mode" in r.values["ckpt_b"], \
         "ground truth: site B's replay raised"
     assert isinstance(r.values["plain_b"], list)
-    by_row = {(f["code"], f["location"]["row"]): f for f in r.findings}
-    state = by_row["CKP201", _row("two_findings.py", "x * SCALE")]
+    state = _at(r, "CKP201", "two_findings.py", "x * SCALE")
     assert state["verdict"] == "confirmed", state
     assert "`SCALE` changed between forward and backward (1.0 → 3.0)" in state["evidence"]
-    pid = by_row["CKP202", _row("two_findings.py", "os.getpid()")]
+    pid = _at(r, "CKP202", "two_findings.py", "os.getpid()")
     assert pid["verdict"] == "cleared", pid
     assert f"the first difference came from two_findings.py:{_row('two_findings.py', 'x * SCALE')}" \
         in pid["evidence"]
-    branch = by_row["CKP203", _row("two_findings.py", "h.sum() > -100.0")]
+    branch = _at(r, "CKP203", "two_findings.py", "h.sum() > -100.0")
     assert branch["verdict"] == "cleared", branch
     assert "diverged before line" in branch["evidence"] or "the same way" in branch["evidence"]
-    flag = by_row["CKP204", _row("two_findings.py", "if STRICT:")]
+    flag = _at(r, "CKP204", "two_findings.py", "if STRICT:")
     assert flag["verdict"] == "confirmed", flag
     assert "raised RuntimeError: strict mode refuses the replay" in flag["evidence"]
     raise_row = _row("two_findings.py", "raise RuntimeError")
     assert f"the `if` at line {raise_row - 1} went to line {raise_row + 1} (past it) in the " \
            f"forward and to line {raise_row} (its body) in the replay" in flag["evidence"]
-    gain = by_row["CKP201", _row("two_findings.py", "x * GAIN")]
+    gain = _at(r, "CKP201", "two_findings.py", "x * GAIN")
     assert gain["verdict"] == "cleared", gain
     assert f"it diverged before line {raise_row + 1} (at two_findings.py:{raise_row})" \
         in gain["evidence"]
@@ -126,7 +134,7 @@ def test_only_the_finding_the_evidence_is_about_is_confirmed(runs):
 def test_compiled_site_is_not_watched_and_an_eager_site_that_never_ran_is_unexercised(runs):
     r = runs["compiled"]
     assert r.values["grad"] == r.values["plain"], "the compiled program still ran, soundly"
-    by_target = {f["target"]["qualname"]: f for f in r.by_code("CKP201")}
+    by_target = _by_target(r)
     compiled, eager = by_target["block"], by_target["eager_block"]
     assert compiled["verdict"] == "error", compiled
     assert "torch.compile" in compiled["evidence"]
@@ -142,13 +150,12 @@ def test_compiled_site_is_not_watched_and_an_eager_site_that_never_ran_is_unexer
 def test_two_enable_calls_are_joined_by_the_call_that_ran(runs):
     r = runs["hf_enable"]
     assert r.values["plain"] == r.values["ckpt"], "ground truth: the gradients are right"
-    by_row = {f["location"]["row"]: f for f in r.by_code("CKP104")}
-    ran = by_row[_row("hf_enable.py", "ckpt-site: R")]
+    ran = _at(r, "CKP104", "hf_enable.py", "ckpt-site: R")
     assert ran["verdict"] == "confirmed", ran
     assert re.search(r"LlamaDecoderLayer\.forward\(\) \(model\.layers\.[01]\) at hf_enable\.py:\d+ "
                      r"ran in reentrant mode", ran["evidence"]), ran["evidence"]
     assert "wrapper" not in ran["evidence"]
-    never = by_row[_row("hf_enable.py", "ckpt-site: N")]
+    never = _at(r, "CKP104", "hf_enable.py", "ckpt-site: N")
     assert never["verdict"] == "unexercised", never
     assert f"the enable call at hf_enable.py:{_row('hf_enable.py', 'ckpt-site: N')} never ran" \
         in never["evidence"]
@@ -177,7 +184,7 @@ def test_torchrun_two_ranks_names_the_rank_that_diverged(mode):
     r = _torchrun(mode)
     ranks = {item["rank"]: item["differs"] for item in r.values["ranks"]}
     assert ranks == {0: False, 1: True}, "ground truth: only rank 1's replay reads a changed SCALE"
-    by_target = {f["target"]["qualname"]: f for f in r.by_code("CKP201")}
+    by_target = _by_target(r)
     harmful, clean = by_target["BlockA.forward"], by_target["BlockB.forward"]
     assert harmful["verdict"] == "confirmed", harmful
     module = "module.a" if mode == "ddp" else "a"      # DDP wraps the model as `module`
@@ -205,9 +212,9 @@ def test_a_run_the_watcher_never_attached_to_is_an_error(how):
     """`python -I` ignores PYTHONPATH; `env PYTHONPATH=...` replaces ckptlint's: either way no
     process loads the watcher, and a CI job must not pass because nothing was watched."""
     if how == "isolated":
-        r = _run_command([PY, "-I", "isolated.py"], "isolated.py")
+        r = run_dynamic("isolated.py", command=(PY, "-I", "isolated.py"))
     else:
-        r = _run_command(["env", "PYTHONPATH=", PY, "isolated.py"], "isolated.py")
+        r = run_dynamic("isolated.py", command=("env", "PYTHONPATH=", PY, "isolated.py"))
     assert r.values is not None, "the script itself ran"
     f = r.one("CKP201")
     assert f["verdict"] == "error", f
@@ -216,28 +223,11 @@ def test_a_run_the_watcher_never_attached_to_is_an_error(how):
     assert r.rc == 2
 
 
-def _run_command(command, script):
-    """`ckptlint dynamic --findings F -- COMMAND` (the command given whole)."""
-    import tempfile
-    from dynhelp import Result, findings_for
-    with tempfile.TemporaryDirectory(prefix="ckpt-test-") as tmp:
-        fjson = os.path.join(tmp, "findings.json")
-        out = os.path.join(tmp, "values.json")
-        with open(fjson, "w") as handle:
-            json.dump([f.to_json() for f in findings_for(script)], handle)
-        proc = subprocess.run([PY, "-m", "ckptlint", "dynamic", "--format", "json", "--findings",
-                               fjson, "--", *command], cwd=SCRIPTS,
-                              env=env_with_root({"CKPT_TEST_OUT": out}), capture_output=True,
-                              text=True, timeout=240)
-        values = json.load(open(out)) if os.path.exists(out) else None
-        return Result(proc.returncode, json.loads(proc.stdout), proc.stderr, values)
-
-
 @pytest.mark.slow
 def test_attached_but_no_checkpoint_ran_says_so(tmp_path):
     script = tmp_path / "no_ckpt.py"
     script.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
-    r = _run_command([PY, str(script)], "state_read.py")
+    r = run_dynamic("state_read.py", command=(PY, str(script)))
     assert r.one("CKP201")["verdict"] == "unexercised"
     assert "no checkpoint call ran" in _summary(r), r.stderr
     assert r.rc == 0
@@ -249,31 +239,30 @@ CONFIG = '[tool.ckptlint]\nselect = ["CKP501"]\n'
 
 
 def _beyond(tmp_path, config: str | None):
-    args = [PY, "-m", "ckptlint", "dynamic", "--format", "json", str(SCRIPTS / "beyond.py")]
+    """beyond.py watched with the findings ckptlint's own static pass gives it."""
+    options = ()
     if config is not None:
         (tmp_path / "pyproject.toml").write_text(config)
-        args += ["--config", str(tmp_path / "pyproject.toml")]
-    out = tmp_path / "values.json"
-    proc = subprocess.run([*args, "--", PY, "beyond.py"], cwd=SCRIPTS, capture_output=True,
-                          text=True, timeout=240, env=env_with_root({"CKPT_TEST_OUT": str(out)}))
-    return proc, json.loads(proc.stdout), json.loads(out.read_text())
+        options = ("--config", str(tmp_path / "pyproject.toml"))
+    return run_dynamic("beyond.py", options=options, lint=True)
 
 
 @pytest.mark.slow
 def test_doubled_side_effects_and_draws_without_a_static_finding_are_ckp501(tmp_path):
-    proc, found, values = _beyond(tmp_path, CONFIG)
+    r = _beyond(tmp_path, CONFIG)
+    values = r.values
     assert values["plain"]["count"] == 1 and values["ckpt"]["count"] == 2, values
     assert values["plain"]["next_draw"] != values["ckpt"]["next_draw"], values
-    [ckp501] = found
-    assert ckp501["code"] == "CKP501" and ckp501["verdict"] == "confirmed", found
+    [ckp501] = r.findings
+    assert ckp501["code"] == "CKP501" and ckp501["verdict"] == "confirmed", r.findings
     assert "drew from Python's `random` again" in ckp501["evidence"]
     assert "changed `COUNT` again (1 → 2)" in ckp501["evidence"], ckp501["evidence"]
-    assert proc.returncode == 1
+    assert r.rc == 1
 
 
 @pytest.mark.slow
 def test_static_findings_explain_what_they_name(tmp_path):
-    proc, found, values = _beyond(tmp_path, None)
+    found = _beyond(tmp_path, None).findings
     by_code = {f["code"]: f for f in found}
     assert by_code["CKP303"]["verdict"] == "confirmed", found
     assert "drew from Python's `random` again" in by_code["CKP303"]["evidence"]

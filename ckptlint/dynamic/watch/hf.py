@@ -16,6 +16,8 @@ import threading
 import weakref
 from typing import Any, Callable
 
+from ckptlint.dynamic.after_import import AfterImport
+
 ENABLE_METHODS = ("gradient_checkpointing_enable", "activation_checkpointing_enable")
 _MODULE = "transformers.modeling_utils"
 
@@ -39,42 +41,8 @@ def install(emit: Callable[[dict[str, Any]], None]) -> None:
     module = sys.modules.get(_MODULE)
     if module is not None:
         _patch(module)
-    elif not any(isinstance(f, _ImportWatch) for f in sys.meta_path):
-        sys.meta_path.insert(0, _ImportWatch())
-
-
-class _ImportWatch:
-    """Patches `transformers.modeling_utils` right after it finishes importing."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != _MODULE:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        original = loader.exec_module
-
-        def exec_module(module):
-            original(module)
-            try:
-                sys.meta_path.remove(self)
-            except ValueError:
-                pass
-            _patch(module)
-
-        try:
-            loader.exec_module = exec_module
-        except (AttributeError, TypeError):
-            pass
-        return spec
+    elif not any(isinstance(f, AfterImport) and f.name == _MODULE for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport(_MODULE, _patch))
 
 
 def _patch(module) -> None:

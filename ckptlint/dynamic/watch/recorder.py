@@ -90,6 +90,8 @@ class PassRecord:
         self.rng_before: dict[str, int] = {}
         # Forward only: indices of ops a selective-checkpoint policy saved.
         self.policy_saved: set[int] = set()
+        # Forward only: (op name, index) the policy saved before the op ran and was recorded.
+        self.policy_saves_next: tuple[str, int] | None = None
         # Replay only: the forward's ops, and where the first op that differs from them ran.
         self.reference: list[list] | None = None
         self.first_difference: list[list] | None = None
@@ -108,9 +110,19 @@ class PassRecord:
         return {"ops": self.ops_compared(), "saved": self.saved,
                 "early_stop": info.early_stopped, "error": _error_text(info.error)}
 
-    def note_policy_saved(self, func) -> None:
-        """The policy saved the output of the op just run (the last one recorded)."""
-        if self.ops and self.ops[-1][0] == func.overloadpacket.__name__:
+    def note_policy_saved(self, func, op_ran: bool) -> None:
+        """The policy saved the output of `func`: the op just run (the last one recorded) if
+        it ran before the policy was asked, otherwise the next op to be recorded."""
+        name = func.overloadpacket.__name__
+        if not op_ran:
+            self.policy_saves_next = (name, len(self.ops))
+        elif self.ops and self.ops[-1][0] == name:
+            self.policy_saved.add(len(self.ops) - 1)
+
+    def op_recorded(self) -> None:
+        """After an op is appended: mark it if the policy, asked before it ran, saved it."""
+        expected, self.policy_saves_next = self.policy_saves_next, None
+        if expected is not None and expected == (self.ops[-1][0], len(self.ops) - 1):
             self.policy_saved.add(len(self.ops) - 1)
 
     def check_against_forward(self) -> None:
@@ -205,6 +217,7 @@ class _OpMode(TorchDispatchMode):
                     continue
                 total = d if total is None else [total[0] + d[0], total[1] + d[1]]
             rec.ops.append([name, total])
+        rec.op_recorded()
         for t in outs:
             rec.devices.add(str(t.device))
         in_keys = {(t.data_ptr(), tuple(t.shape)) for t in ins}
@@ -393,9 +406,11 @@ def _policy_saves(decision) -> bool:
 
 def _watch_policy(record: PassRecord, context) -> None:
     """Selective checkpointing (`context_fn=partial(create_selective_checkpoint_contexts,
-    policy)`): the forward's context is a dispatch mode asking `policy_fn` about each op
-    after running it. Wrapped for this forward, each answer to save an op marks that op, the
-    last one recorded; the replay takes it from the cache instead of running it again."""
+    policy)`): the forward's context is a dispatch mode asking `policy_fn` about each op.
+    Wrapped for this forward, each answer to save an op marks that op; the replay takes it
+    from the cache instead of running it again. Which op is marked depends on when torch
+    asks: a policy context carrying the op's output (`op_output`) is asked after the op ran
+    (the last one recorded); one without it is asked before (the next one recorded)."""
     policy = getattr(context, "policy_fn", None)
     if not isinstance(context, TorchDispatchMode) or not callable(policy):
         return
@@ -404,7 +419,7 @@ def _watch_policy(record: PassRecord, context) -> None:
         decision = policy(ctx, func, *args, **kwargs)
         try:
             if _policy_saves(decision):
-                record.note_policy_saved(func)
+                record.note_policy_saved(func, op_ran=hasattr(ctx, "op_output"))
         except Exception:
             pass
         return decision

@@ -251,12 +251,10 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
              kwargs: dict | None = None):
     graph = _graph_module(fn)
     if _is_compiling():
-        _notify("not_watched", _call_site(caller), "traced by torch.compile", _graph_lines(graph))
+        _note_compiled(caller, "traced by torch.compile", graph)
         return None
     if graph is not None:
-        _notify("not_watched", _call_site(caller),
-                "checkpoint traced by torch.compile: it runs as a compiled higher-order op, "
-                "so its forward and replay are not the user's eager code", _graph_lines(graph))
+        _note_compiled(caller, COMPILED_REASON, graph)
         return None
     with _lock:
         call_id = next(_ids)
@@ -282,9 +280,19 @@ def new_call(mode: str, fn, args, preserve: bool, grad: bool, caller: types.Fram
     return call
 
 
+COMPILED_REASON = ("checkpoint traced by torch.compile: it runs as a compiled higher-order op, "
+                   "so its forward and replay are not the user's eager code")
+
+
+def _note_compiled(caller: types.FrameType | None, reason: str, graph) -> None:
+    _state.compiled_noted = getattr(_state, "compiled_noted", 0) + 1
+    _notify("not_watched", _call_site(caller), reason, _graph_lines(graph))
+
+
 def _graph_module(fn):
     """The fx GraphModule a compiled checkpoint runs (torch.compile's higher-order op passes
-    the graph itself, a bound method of it, or a closure over it), else None."""
+    the graph itself, a bound method of it or of an fx Interpreter running it, or a closure
+    over it), else None."""
     while isinstance(fn, functools.partial):
         fn = fn.func
     graph_module = getattr(getattr(torch, "fx", None), "GraphModule", None)
@@ -293,6 +301,8 @@ def _graph_module(fn):
     owner = getattr(fn, "__self__", fn)
     if isinstance(owner, graph_module):
         return owner
+    if isinstance(getattr(owner, "module", None), graph_module):   # `Interpreter(graph).run`
+        return owner.module
     cells = _closure_values(fn) if getattr(fn, "__code__", None) is not None else {}
     return next((c for c in cells.values() if isinstance(c, graph_module)), None)
 
@@ -924,6 +934,7 @@ def install(replay_now: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
         if FEATURES[mode]:
             _install_mode(mode)
     _watch_compile()
+    _watch_compiled_checkpoints()
     return FEATURES, ERRORS
 
 
@@ -958,3 +969,32 @@ def _watch_compile():
     compile.__wrapped__ = orig
     compile.__doc__ = orig.__doc__
     torch.compile = compile
+
+
+def _watch_compiled_checkpoints() -> None:
+    """torch.compile turns a checkpoint into the `tag_activation_checkpoint` higher-order op.
+    Where the op runs its graph through `checkpoint`, `new_call` sees the graph and reports
+    the site as not watched; where it runs the graph without one (releases before 2.13 do
+    when no `context_fn` is given), no checkpoint call happens, so the op itself reports it
+    once it returned without one."""
+    try:
+        from torch._higher_order_ops.wrap import TagActivationCheckpoint
+    except Exception:
+        return
+    original = TagActivationCheckpoint.__call__
+    if getattr(original, "_ckptlint", False):
+        return
+
+    @functools.wraps(original)
+    def __call__(self, gmod, *args, **kwargs):
+        noted = getattr(_state, "compiled_noted", 0)
+        out = original(self, gmod, *args, **kwargs)
+        if getattr(_state, "compiled_noted", 0) == noted:
+            try:
+                _note_compiled(sys._getframe(1), COMPILED_REASON, gmod)
+            except Exception as exc:
+                _report_observer_failure(self, "__call__", exc)
+        return out
+
+    __call__._ckptlint = True
+    TagActivationCheckpoint.__call__ = __call__
