@@ -159,17 +159,18 @@ def test_policy_saves_most_recompute_per_byte_within_the_budget_never_random_ops
     from ckptlint.dynamic.profile.advice import policy_code, suggest_policy
     from ckptlint.dynamic.profile.report import SiteProfile
     site = SiteProfile(("t.py", 1, 1))
-    #          name                      count  bytes       seconds random collective
-    site.ops = [["aten.mm.default",          2, 576 * 1024, 0.004, False, False],
-                ["aten.gelu.default",        1, 512 * 1024, 0.001, False, False],
-                ["aten.native_dropout.default", 1, 8 * 1024, 0.009, True, False],
-                ["_c10d_functional.all_reduce.default", 1, 4 * 1024, 0.02, False, True],
-                ["aten.view.default",        3, 0,          0.0,   False, False]]
+    #          name                      count  bytes      seconds random collective mutated
+    site.ops = [["aten.mm.default",          2, 576 * 1024, 0.004, False, False, False],
+                ["aten.gelu.default",        1, 512 * 1024, 0.001, False, False, False],
+                ["aten.native_dropout.default", 1, 8 * 1024, 0.009, True, False, False],
+                ["_c10d_functional.all_reduce.default", 1, 4 * 1024, 0.02, False, True, False],
+                ["aten.empty_like.default",  1, 8 * 1024,   0.5,   False, False, True],
+                ["aten.view.default",        3, 0,          0.0,   False, False, False]]
     policy = suggest_policy(site, 600 * 1024)
     assert policy["save"] == ["aten.mm.default"]
     assert policy["predicted_bytes_kept_per_call"] == 576 * 1024
     assert policy["never_saved"] == ["_c10d_functional.all_reduce.default",
-                                     "aten.native_dropout.default"]
+                                     "aten.empty_like.default", "aten.native_dropout.default"]
     assert suggest_policy(site, 100 * 1024)["save"] == []        # nothing fits
     assert suggest_policy(site, 2 * 1024 * 1024)["save"] == ["aten.gelu.default", "aten.mm.default"]
     code = policy_code(policy["save"])

@@ -170,13 +170,15 @@ def _grad_calls(row) -> int:
 def suggest_policy(site, budget: int) -> dict[str, Any] | None:
     """A selective-checkpoint policy for one row, from the per-op costs of one forward: save
     the operators that cost the most recompute time per byte kept, as long as the bytes they
-    keep per call stay within `budget`; never a random or collective operator. A policy
-    names operator overloads, so all calls of a chosen operator in the segment are saved."""
+    keep per call stay within `budget`; never a random or collective operator, nor one whose
+    output is later written in place (torch refuses to hand back a saved output that was
+    mutated). A policy names operator overloads, so all calls of a chosen operator in the
+    segment are saved."""
     if not site.ops:
         return None
     candidates, never = [], []
-    for name, _count, nbytes, seconds, random, collective in site.ops:
-        if random or collective:
+    for name, _count, nbytes, seconds, random, collective, mutated in site.ops:
+        if random or collective or mutated:
             never.append(name)
         elif nbytes > 0:
             candidates.append((seconds / nbytes, name, nbytes, seconds))

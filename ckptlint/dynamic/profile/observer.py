@@ -12,7 +12,8 @@ CKPTLINT_PROFILE_OUT (options in CKPTLINT_PROFILE_OPTIONS, a JSON object):
    "early_stop", "error", "match", "matters", "text", "timer", "kept" (forward only)}
   {"ev": "grad", "call", "pid", "diff", "close", "error", "checked"}
   {"ev": "peak", "call", "pid", "plain", "checkpointed", "saved", "error"}
-  {"ev": "ops", "call", "pid", "ops": [[name, count, bytes, seconds, random, collective]]}
+  {"ev": "ops", "call", "pid", "ops": [[name, count, bytes, seconds, random, collective,
+                                           mutated later]]}
   {"ev": "module", "pid", "root", "module", "class", "calls", "inputs", "saved"}  (at exit)
   {"ev": "layers", "pid", "class", "calls", "flag_on", "training", "grad"}       (at exit)
   {"ev": "policies", "pid", "wrapped"}  (--verify)

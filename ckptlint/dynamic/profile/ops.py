@@ -7,7 +7,9 @@ it adds up how often it ran, the bytes of the new storages its outputs hold (vie
 in-place results hold none) and its wall time. Random operators (torch's
 `nondeterministic_seeded` tag) and collectives are marked: a policy must never save them
 (saving a random op's output is correct but hides nothing; a collective must run in both
-passes on every rank).
+passes on every rank). So is an operator whose output a later operator writes in place
+(`empty_like` filled by dropout's `bernoulli_`): torch refuses a saved output that was mutated
+("Tensor cached during selective activation checkpoint has been mutated").
 
 `apply_policies` makes the verifying run checkpoint the chosen segments with the suggested
 policy: it wraps the generator that torch's non-reentrant `checkpoint` calls at call time
@@ -40,26 +42,49 @@ def op_name(func) -> str:
     return str(func)
 
 
+def written_arguments(func, args, kwargs) -> list:
+    """The arguments `func`'s schema says it writes in place (`Tensor(a!) self`)."""
+    try:
+        schema = func._schema.arguments
+    except AttributeError:
+        return []
+    written = []
+    for position, argument in enumerate(schema):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in kwargs:
+            written.append(kwargs[argument.name])
+        elif position < len(args):
+            written.append(args[position])
+    return written
+
+
 class OpCosts(TorchDispatchMode):
     def __init__(self):
         super().__init__()
-        self.ops: dict[str, list] = {}     # name -> [count, bytes, seconds, random, collective]
-        self.seen: set = set()
+        # name -> [count, bytes, seconds, random, collective, mutated later]
+        self.ops: dict[str, list] = {}
+        self.producers: dict[Any, str] = {}   # storage key -> the op whose output it is
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         known = {_key(t) for t in _flat((args, kwargs))}
+        for t in _flat(written_arguments(func, args, kwargs)):
+            producer = self.producers.get(_key(t))
+            if producer is not None:
+                self.ops[producer][5] = True
         t0 = time.perf_counter()
         out = func(*args, **kwargs)
         seconds = time.perf_counter() - t0
+        name = op_name(func)
         nbytes = 0
         for t in _flat(out):
             key = _key(t)
-            if key is not None and key not in known and key not in self.seen:
-                self.seen.add(key)
+            if key is not None and key not in known and key not in self.producers:
+                self.producers[key] = name
                 nbytes += t.untyped_storage().nbytes()
-        entry = self.ops.setdefault(op_name(func), [0, 0, 0.0, is_random(func),
-                                                    is_collective(func)])
+        entry = self.ops.setdefault(name, [0, 0, 0.0, is_random(func), is_collective(func),
+                                           False])
         entry[0] += 1
         entry[1] += nbytes
         entry[2] += seconds
