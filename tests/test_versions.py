@@ -192,6 +192,9 @@ def test_trl_configurations_follow_the_declared_trl_range(tmp_path, declared, re
     root = project(tmp_path, {"pyproject.toml": pyproject,
                               "train.py": TRL_TRAINING.format(switch="")})
     assert bool(ckp104(root)) == reported
+    settings = run_cli("--show-settings", "train.py", cwd=root)
+    trl = declared.split('"')[1].removeprefix("trl")
+    assert f"versions in force: trl {trl} (declared: pyproject.toml)" in settings.stdout
 
 
 @pytest.mark.parametrize(("spec", "low", "high", "admitted"), [

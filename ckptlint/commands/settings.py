@@ -9,7 +9,7 @@ from ckptlint.config import Config
 from ckptlint.versions import versions_in_force
 
 # Packages whose version in force changes findings (CKP104).
-VERSIONED_PACKAGES = ("transformers",)
+VERSIONED_PACKAGES = ("transformers", "trl")
 
 
 def render_settings(config: Config) -> str:
