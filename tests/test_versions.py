@@ -209,3 +209,13 @@ def test_trl_configurations_follow_the_declared_trl_range(tmp_path, declared, re
 def test_a_range_admits_a_window_of_releases(spec, low, high, admitted):
     declared = versions.Versions((spec,), versions.Source.DECLARED)
     assert declared.admits_between(low, high) == admitted
+
+
+def test_a_changed_trl_declaration_is_not_answered_from_the_cache(tmp_path):
+    root = project(tmp_path, {"requirements.txt": "transformers<5\ntrl>=0.27\n",
+                              "train.py": TRL_TRAINING.format(switch="")},
+                   'cache-dir = "cache"\n')
+    assert run_cli("train.py", cwd=root).returncode == 0
+    (root / "requirements.txt").write_text("transformers<5\ntrl>=0.24\n")
+    result = run_cli("train.py", cwd=root)
+    assert result.returncode == 1 and "CKP104" in result.stdout
