@@ -1,9 +1,9 @@
 """The hand review of precision on real packages (docs/precision.md), reproducibly.
 
-    python scripts/precision_review.py lint OUT_DIR NAME=FOLDER...   # findings and sites, per package
-    python scripts/precision_review.py sample OUT_DIR                # the findings to label (CSV)
-    python scripts/precision_review.py sites OUT_DIR NAME=FOLDER...  # grep-found sites: analysed?
-    python scripts/precision_review.py summary [--check]             # the table docs/precision.md shows
+    python scripts/precision_review.py lint OUT_DIR NAME=FOLDER...   # findings, sites
+    python scripts/precision_review.py sample OUT_DIR                # findings to label
+    python scripts/precision_review.py sites OUT_DIR NAME=FOLDER...  # grep-found sites
+    python scripts/precision_review.py summary [--check]             # the doc's table
 
 `lint` runs ckptlint (every code, CKP901 included) on each package folder in one process and
 writes `OUT_DIR/NAME.json`: `{"findings": [...], "sites": [...]}`. `sample` lists the segment
