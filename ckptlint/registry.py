@@ -111,9 +111,11 @@ RULES: dict[str, RuleInfo] = {
                      "version_source": OneOf(("config", "declared", "installed", "unknown")),
                      "enabled_by": OneOf(("gradient_checkpointing_enable",
                                           "gradient_checkpointing",
-                                          "prepare_model_for_kbit_training"))},
+                                          "prepare_model_for_kbit_training")),
+                     "library": OneOf(("transformers", "trl"))},
                      # The mode the message advises (reentrant where CKP601's setup needs it).
-                     {"advice": OneOf(("non-reentrant", "reentrant"))})),
+                     optional={"advice": OneOf(("non-reentrant", "reentrant")),
+                               "trl_versions": STR})),
         RuleInfo("CKP105", "determinism-check-disabled", "info", STATIC_ONLY, NO_FIX,
                  "ckptlint.checks.determinism_check_disabled:DeterminismCheckDisabled",
                  "`determinism_check=\"none\"`",

@@ -62,6 +62,15 @@ class Versions:
         return any((lower := lower_bound(spec)) is None or lower < version
                    for spec in self.ranges)
 
+    def admits_between(self, low: tuple[int, ...], high: tuple[int, ...]) -> bool:
+        """May the project run a release from `low` up to (not including) `high`? (True when
+        unknown.)"""
+        if self.source == Source.UNKNOWN:
+            return True
+        return any(((lower := lower_bound(spec)) is None or lower < high)
+                   and ((upper := upper_bound(spec)) is None or upper > low)
+                   for spec in self.ranges)
+
     def all_from(self, version: tuple[int, ...]) -> bool:
         """Is every release the project may run `version` or later? (False when unknown.)"""
         if self.source == Source.UNKNOWN:
@@ -84,6 +93,23 @@ def lower_bound(spec: str) -> tuple[int, ...] | None:
         if lowest is None or version > lowest:
             lowest = version
     return lowest
+
+
+def upper_bound(spec: str) -> tuple[int, ...] | None:
+    """A release just above every one a specifier set admits, as far as its bounds tell
+    (None: no bound): `<2.0` gives 2.0, `<=1.4` and `==1.4.2` give the next patch."""
+    highest: tuple[int, ...] | None = None
+    for operator, text in _SPECIFIER.findall(spec):
+        if operator not in ("<", "<=", "==") or text.endswith("*"):
+            continue
+        version = parse_version(text)
+        if version is None:
+            continue
+        if operator != "<":
+            version = (*version, 1)  # 1.4.2 < 1.4.2.1: just above it
+        if highest is None or version < highest:
+            highest = version
+    return highest
 
 
 def versions_in_force(config: Config, package: str = "transformers") -> Versions:

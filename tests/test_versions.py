@@ -148,3 +148,74 @@ def test_setup_py_is_read_never_run(tmp_path, transformers_not_installed):
     [finding] = ckp104(root)
     assert finding["data"]["version_source"] == "unknown"
     assert not (root / "ran").exists()
+
+
+TRL_TRAINING = '''\
+from trl import SFTConfig
+
+args = SFTConfig(output_dir="out"{switch})
+'''
+
+
+@pytest.mark.parametrize(("trl", "switch", "reported"), [
+    # Before 0.27 trl's trainers keep transformers' default; from 0.27 they set it to False.
+    ('trl = "0.26.2"', ", gradient_checkpointing=True", True),
+    ('trl = "0.27.0"', ", gradient_checkpointing=True", False),
+    ('trl = "1.16.0"', ", gradient_checkpointing=True", False),
+    # Not passed: on by default from 0.22 only.
+    ('trl = "0.24.0"', "", True),
+    ('trl = "0.21.0"', "", False),
+    ('trl = "0.21.0"', ", gradient_checkpointing=True", True),
+    ('trl = "0.26.2"', ", gradient_checkpointing=False", False),
+])
+def test_trl_configurations_follow_each_trl_release(tmp_path, trl, switch, reported):
+    root = project(tmp_path, {"train.py": TRL_TRAINING.format(switch=switch)},
+                   f'versions = {{transformers = "4.46.0", {trl}}}\n')
+    findings = ckp104(root)
+    assert bool(findings) == reported
+    if reported:
+        [finding] = findings
+        assert finding["data"]["library"] == "trl"
+        assert finding["data"]["trl_versions"] == "==" + trl.split('"')[1]
+        assert "in trl's `SFTConfig`" in finding["message"]
+        assert "releases before 0.27 keep transformers' default" in finding["message"]
+
+
+@pytest.mark.parametrize(("declared", "reported"), [
+    ('["trl>=0.20", "transformers>=4.40,<5"]', True),
+    ('["trl>=0.27", "transformers>=4.40,<5"]', False),
+    ('["trl<0.22", "transformers>=4.40,<5"]', False),  # off by default in every release
+    ('["trl>=0.20", "transformers>=5"]', False),  # transformers 5 is non-reentrant
+])
+def test_trl_configurations_follow_the_declared_trl_range(tmp_path, declared, reported):
+    pyproject = f'[project]\nname = "p"\ndependencies = {declared}\n'
+    root = project(tmp_path, {"pyproject.toml": pyproject,
+                              "train.py": TRL_TRAINING.format(switch="")})
+    assert bool(ckp104(root)) == reported
+    settings = run_cli("--show-settings", "train.py", cwd=root)
+    trl = declared.split('"')[1].removeprefix("trl")
+    assert f"versions in force: trl {trl} (declared: pyproject.toml)" in settings.stdout
+
+
+@pytest.mark.parametrize(("spec", "low", "high", "admitted"), [
+    (">=0.20", (0, 22), (0, 27), True),
+    ("<0.22", (0, 22), (0, 27), False),
+    ("<=0.22", (0, 22), (0, 27), True),
+    ("==0.27.0", (), (0, 27), False),
+    ("==0.26.2", (0, 22), (0, 27), True),
+    (">=0.27,<1", (), (0, 27), False),
+    ("", (0, 22), (0, 27), True),
+])
+def test_a_range_admits_a_window_of_releases(spec, low, high, admitted):
+    declared = versions.Versions((spec,), versions.Source.DECLARED)
+    assert declared.admits_between(low, high) == admitted
+
+
+def test_a_changed_trl_declaration_is_not_answered_from_the_cache(tmp_path):
+    root = project(tmp_path, {"requirements.txt": "transformers<5\ntrl>=0.27\n",
+                              "train.py": TRL_TRAINING.format(switch="")},
+                   'cache-dir = "cache"\n')
+    assert run_cli("train.py", cwd=root).returncode == 0
+    (root / "requirements.txt").write_text("transformers<5\ntrl>=0.24\n")
+    result = run_cli("train.py", cwd=root)
+    assert result.returncode == 1 and "CKP104" in result.stdout

@@ -18,13 +18,20 @@ FIRST_NON_REENTRANT = (5,)  # transformers PR #43203
 FIRST_WITH_KWARGS = (4, 35)  # `gradient_checkpointing_kwargs` exists from here: the fix needs it
 REENTRANT_BEFORE_5 = ("gradient_checkpointing_enable", "gradient_checkpointing",
                       "prepare_model_for_kbit_training")
+# trl's configurations (read in each release's source, docs/torch-facts.md): from 0.22 their
+# `gradient_checkpointing` defaults to True; from 0.27 they (later their trainers)
+# `setdefault("use_reentrant", False)` whenever transformers is before 5.0. Before 0.27
+# transformers' own default applies.
+TRL_ON_BY_DEFAULT = (0, 22)
+TRL_FIRST_NON_REENTRANT = (0, 27)
 
 
 class HfImplicitReentrant(SiteRule):
     """transformers gradient checkpointing without `use_reentrant`, before transformers 5.0."""
 
     code = "CKP104"
-    message = ("{enabled_by:phrase} without `use_reentrant`: {version_source:phrase} "
+    message = ("{enabled_by:phrase}{library:phrase} without `use_reentrant`: "
+               "{version_source:phrase} "
                "(no gradients with frozen embeddings or adapters); {advice:phrase}")
     phrases = {
         "advice": {
@@ -32,6 +39,10 @@ class HfImplicitReentrant(SiteRule):
             "reentrant": "pass `gradient_checkpointing_kwargs={{\"use_reentrant\": True}}` "
                          "to keep it: DeepSpeed ZeRO-3 with frozen parameters breaks "
                          "non-reentrant replays (CKP601)"},
+        "library": {
+            "transformers": "",
+            "trl": " in trl's `{api:last}` (trl {trl_versions}: its releases before 0.27 keep "
+                   "transformers' default)"},
         # Enabled by the model method, the training arguments' keyword, or peft's helper.
         "enabled_by": {
             "gradient_checkpointing_enable": "`gradient_checkpointing_enable()`",
@@ -48,14 +59,19 @@ class HfImplicitReentrant(SiteRule):
 
     def check_site(self, site: Site) -> Iterable[Finding]:
         request = site.hf
-        # trl's trainers choose their own default (`setdefault("use_reentrant", False)` in
-        # trl 1.x): only the keywords they are given decide, through CKP101.
-        if (request is None or request.call == HfCall.TRL
-                or request.enabled_by not in REENTRANT_BEFORE_5
+        if (request is None or request.enabled_by not in REENTRANT_BEFORE_5
                 or site.mode_source != ModeSource.VERSION):
             return
         if request.switch_passed and request.switch is not True:
             return  # off, or a value the linter cannot read
+        library = {"library": "transformers"}
+        if request.call == HfCall.TRL:
+            trl = self.context.versions("trl")
+            # On (passed, or by default from 0.22) in a release that keeps transformers' default.
+            low = () if request.switch_passed else TRL_ON_BY_DEFAULT
+            if not trl.admits_between(low, TRL_FIRST_NON_REENTRANT):
+                return
+            library = {"library": "trl", "trl_versions": trl.text}
         versions = self.context.versions("transformers")
         if not versions.admits_before(FIRST_NON_REENTRANT):
             return
@@ -65,7 +81,8 @@ class HfImplicitReentrant(SiteRule):
         yield self.site_finding(site, {
             "advice": "reentrant" if keep_reentrant else "non-reentrant",
             "mode": Mode.REENTRANT.value, "versions": versions.text, "version": version,
-            "version_source": versions.source, "enabled_by": request.enabled_by}, fix=fix)
+            "version_source": versions.source, "enabled_by": request.enabled_by, **library},
+            fix=fix)
 
     @staticmethod
     def fix(site: Site, keep_reentrant: bool) -> Fix | None:

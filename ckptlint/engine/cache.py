@@ -6,7 +6,7 @@ per run key, `run-<key>.json`, holds every file's entry; the run key digests eve
 outside the file that can change its findings: the cache format, the ckptlint version, the
 configuration fingerprint, the import roots, the current folder (findings name files
 relative to it), the Python version and, when the configuration does not pin it, the
-installed transformers version (CKP104 reads it).
+installed transformers and trl versions (CKP104 reads them).
 
 An entry is valid when the file's bytes digest to the stored digest and every file its
 analysis looked at (cross-file modules a segment reached into, and module paths it probed
@@ -82,12 +82,17 @@ def digest(data: bytes) -> str:
 def environment_fingerprint(config) -> str:
     """Settings outside the configuration that change findings."""
     parts = [f"python {sys.version_info[:2]}"]
-    if config.transformers_version is None:
+    pinned = dict(config.versions)
+    if config.transformers_version is not None:
+        pinned["transformers"] = config.transformers_version
+    for package in ("transformers", "trl"):  # CKP104 reads both
+        if package in pinned:
+            continue  # part of the configuration's fingerprint
         from ckptlint.versions import declared_ranges
 
-        declared = declared_ranges(config.root, "transformers")
-        parts.append(f"transformers {declared.ranges}" if declared is not None
-                     else f"transformers {installed_distributions('transformers')}")
+        declared = declared_ranges(config.root, package)
+        parts.append(f"{package} {declared.ranges}" if declared is not None
+                     else f"{package} {installed_distributions(package)}")
     return "; ".join(parts)
 
 
