@@ -168,9 +168,9 @@ def test_the_project_signature_covers_the_project_scan(project: Path) -> None:
     assert {path.relative_to(project).as_posix() for path in scanned} == {
         "top.py", "pkg/__init__.py", "pkg/inner/deep.py"}
     for path in scanned:
-        before = cache_module.project_signature([project])
+        before = cache_module.project_signature([project], project)
         path.write_text("x = 22\n")
-        assert cache_module.project_signature([project]) != before, path
+        assert cache_module.project_signature([project], project) != before, path
 
 
 def test_configuration_and_version_are_part_of_the_key(project: Path, monkeypatch) -> None:

@@ -273,3 +273,20 @@ def test_explain_names_the_ckp601_sites_of_a_project():
         sites = [(site["code"], site["row"]) for error in json.loads(result.stdout)
                  for signature in error["signatures"] for site in signature.get("sites", [])]
         assert ("CKP601", row) in sites, (log.name, sites)
+
+
+def test_a_deepspeed_config_added_at_its_default_place_is_seen_through_the_cache(tmp_path):
+    """The result cache is not stale when a config appears where the setup looks for one:
+    linting with the cache, then adding `ds_zero3.json`, reports what a cold run reports."""
+    root = write_project(tmp_path, {"train.py": PEFT_MODEL + NON_REENTRANT})
+    def lint() -> list[dict]:
+        result = run_cli("--format", "json", ".", cwd=root,
+                         env={"CKPTLINT_CACHE_DIR": str(tmp_path / "cache")})
+        assert result.returncode in (0, 1), result.stderr
+        return json.loads(result.stdout)
+
+    assert codes(lint()) == []
+    (root / "ds_zero3.json").write_text(ZERO3)
+    assert codes(lint()) == codes(findings(root)) == [("train.py", "CKP601", 6)]
+    (root / "ds_zero3.json").write_text(ZERO2)   # an edit of the config read
+    assert codes(lint()) == []

@@ -370,17 +370,16 @@ class SetupReader:
         config, so no JSON file is taken for it)."""
         if named not in self._defaults:
             self.collected = self._defaults[named] = _Collected()
-            for name in ACCELERATE_DEFAULT_NAMES:
-                path = self.root / name
-                if path.is_file() and not path.is_symlink():
+            for path in default_place_configs(self.root):
+                if path.suffix != ".json":
                     self.read_accelerate_config(path)
             if not named and not self.collected.ds_configs_named:
                 self.read_only_deepspeed_config()
         return self._defaults[named]
 
     def read_only_deepspeed_config(self) -> None:
-        found = [(path, stage) for path in files_near_root(self.root, ".json")
-                 if DEEPSPEED_CONFIG_NAME.search(path.name)
+        found = [(path, stage) for path in default_place_configs(self.root)
+                 if path.suffix == ".json"
                  and isinstance(data := self.load(path), dict) and "zero_optimization" in data
                  and (stage := zero_stage(data)) is not None]
         if len(found) == 1:
@@ -431,6 +430,15 @@ def load_config(path: Path) -> Any:
         return yaml.safe_load(data)
     except (yaml.YAMLError, RecursionError, ValueError):
         return None
+
+
+def default_place_configs(root: Path) -> list[Path]:
+    """The files that would be read as configs at their default places: accelerate's names at
+    the root and DeepSpeed-named JSON files near it. Adding one changes the setup, so the
+    result cache watches this list (`ckptlint.engine.cache.project_signature`)."""
+    accelerate = [root / name for name in ACCELERATE_DEFAULT_NAMES]
+    return [path for path in accelerate if path.is_file() and not path.is_symlink()] + [
+        path for path in files_near_root(root, ".json") if DEEPSPEED_CONFIG_NAME.search(path.name)]
 
 
 def setup_scripts(root: Path) -> list[Path]:

@@ -37,6 +37,7 @@ from typing import Any
 
 from ckptlint import __version__
 from ckptlint.analysis.project import MAX_PROJECT_FILES, SKIPPED_DIRS
+from ckptlint.analysis.setup import default_place_configs
 from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.findings import Finding, SiteRecord
 from ckptlint.storage.markers import write_markers
@@ -161,6 +162,7 @@ class Entry:
 class Cache:
     path: Path
     roots: list[Path] = field(default_factory=list)
+    config_root: Path = Path(".")  # where configs at their default places are looked for
     # Entries by display name: checked and decoded ones, and those as read (checked when
     # first looked up; `entry`).
     entries: dict[str, Entry] = field(default_factory=dict)
@@ -185,7 +187,8 @@ class Cache:
                 note_once(f"ckptlint: {link} is a symbolic link; running without the cache "
                           "(a cache inside the project is never used through a link)")
                 return None
-        cache = cls(path, roots=list(roots), summaries=SummaryStore.in_cache(folder, chosen))
+        cache = cls(path, roots=list(roots), config_root=config.root,
+                    summaries=SummaryStore.in_cache(folder, chosen))
         data = read_json(path)
         if (type(data) is dict and data.get("format") == FORMAT
                 and type(data.get("entries")) is dict and type(data.get("digests")) is dict):
@@ -235,7 +238,7 @@ class Cache:
     def project_signature(self) -> str:
         """Paths, sizes and modification times of every project `.py` file (once per run)."""
         if self._project is None:
-            self._project = project_signature(self.roots)
+            self._project = project_signature(self.roots, self.config_root)
         return self._project
 
     def known_digest(self, path: str, file_signature: Signature) -> str | None:
@@ -313,10 +316,18 @@ def note_once(message: str) -> None:
         print(message, file=sys.stderr)
 
 
-def project_signature(roots: list[Path]) -> str:
+def project_signature(roots: list[Path], config_root: Path) -> str:
     """What `Project.source_files` scans, summarised: walked the same way, capped the same
-    way."""
+    way; and the configs the training setup would read at their default places (one added
+    there changes CKP601's answers)."""
     summary = hashlib.blake2b(digest_size=16)
+    for path in default_place_configs(config_root):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        summary.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode(
+            "utf-8", "surrogateescape"))
     count = 0
     for root in roots:
         stack = [str(root)]
