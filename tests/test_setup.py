@@ -290,3 +290,19 @@ def test_a_deepspeed_config_added_at_its_default_place_is_seen_through_the_cache
     assert codes(lint()) == codes(findings(root)) == [("train.py", "CKP601", 6)]
     (root / "ds_zero3.json").write_text(ZERO2)   # an edit of the config read
     assert codes(lint()) == []
+
+
+def test_a_config_created_later_at_a_named_path_is_seen_through_the_cache(tmp_path):
+    named = "args = TrainingArguments(output_dir='o', deepspeed='configs/zero.json')\n"
+    root = write_project(tmp_path, {"train.py": PEFT_MODEL + NON_REENTRANT + named})
+
+    def lint() -> list[tuple[str, str, int]]:
+        result = run_cli("--format", "json", ".", cwd=root,
+                         env={"CKPTLINT_CACHE_DIR": str(tmp_path / "cache")})
+        assert result.returncode in (0, 1), result.stderr
+        return codes(json.loads(result.stdout))
+
+    assert lint() == []
+    (root / "configs").mkdir()
+    (root / "configs" / "zero.json").write_text(ZERO3)
+    assert lint() == codes(findings(root)) == [("train.py", "CKP601", 6)]

@@ -326,14 +326,19 @@ class SetupReader:
     # -- config files ---------------------------------------------------------------------
     def config_file(self, source: Path, named: str) -> Path | None:
         """The file a string names, relative to the naming file's folder or the project root,
-        when it lies inside the project root (links followed only within it)."""
+        when it lies inside the project root (links followed only within it). The places
+        looked at are recorded, found or not: a config created there later changes the
+        answer (the result cache's dependencies)."""
         for base in (source.parent, self.root):
             candidate = base / named
             try:
                 resolved = candidate.resolve()
             except (OSError, RuntimeError, ValueError):
                 continue
-            if resolved.is_relative_to(self.root) and resolved.is_file():
+            if not resolved.is_relative_to(self.root):
+                continue
+            self.read_paths.add(resolved)
+            if resolved.is_file():
                 return resolved
         return None
 
