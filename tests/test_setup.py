@@ -293,7 +293,7 @@ def test_a_deepspeed_config_added_at_its_default_place_is_seen_through_the_cache
 
 
 def test_a_config_created_later_at_a_named_path_is_seen_through_the_cache(tmp_path):
-    named = "args = TrainingArguments(output_dir='o', deepspeed='configs/zero.json')\n"
+    named = "args = TrainingArguments(output_dir='o', deepspeed='run/configs/zero.json')\n"
     root = write_project(tmp_path, {"train.py": PEFT_MODEL + NON_REENTRANT + named})
 
     def lint() -> list[tuple[str, str, int]]:
@@ -303,6 +303,6 @@ def test_a_config_created_later_at_a_named_path_is_seen_through_the_cache(tmp_pa
         return codes(json.loads(result.stdout))
 
     assert lint() == []
-    (root / "configs").mkdir()
-    (root / "configs" / "zero.json").write_text(ZERO3)
+    (root / "run" / "configs").mkdir(parents=True)   # deeper than the default places
+    (root / "run" / "configs" / "zero.json").write_text(ZERO3)
     assert lint() == codes(findings(root)) == [("train.py", "CKP601", 6)]
