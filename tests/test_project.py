@@ -156,3 +156,30 @@ def test_override_search_parses_only_files_that_define_the_method(tmp_path: Path
     result = linter.lint_file(tmp_path / "base.py", "base.py")
     assert target_names(result) == ["defines.py:Defines._forward"]
     assert "mentions.py" not in parsed_paths(linter)
+
+
+def test_in_an_environment_folder_the_project_scan_covers_only_the_linted_package(
+        tmp_path: Path) -> None:
+    """Distributions installed side by side in site-packages are projects of their own: a
+    whole-project question about the linted package does not read the others (torch's tree
+    linted in place read every installed package); in an ordinary folder every package
+    found there is read."""
+    files = {
+        "linted/__init__.py": "",
+        "linted/model.py": "class Block:\n    def run(self):\n        return 1\n",
+        "neighbour/__init__.py": "",
+        "neighbour/sub.py": "from linted.model import Block\n\n\nclass Sub(Block):\n"
+                            "    def run(self):\n        return 2\n",
+        "loose.py": "X = 1\n",
+    }
+    for folder in ("env/lib/site-packages", "repo"):
+        write_project(tmp_path / folder, files)
+    in_environment = Linter(Config(root=tmp_path)).project
+    in_environment.add_root_for(tmp_path / "env/lib/site-packages/linted/model.py")
+    assert [p.relative_to(tmp_path / "env/lib/site-packages").as_posix()
+            for p in in_environment.source_files()] == ["linted/__init__.py", "linted/model.py"]
+    in_folder = Linter(Config(root=tmp_path)).project
+    in_folder.add_root_for(tmp_path / "repo/linted/model.py")
+    assert [p.relative_to(tmp_path / "repo").as_posix() for p in in_folder.source_files()] == [
+        "linted/__init__.py", "linted/model.py", "loose.py", "neighbour/__init__.py",
+        "neighbour/sub.py"]

@@ -20,6 +20,9 @@ SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "build", "dist", "__pycache__
                           "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 MAX_PROJECT_FILES = 10000
 MAX_SCANNED_TEXT = 5 * 1024 * 1024  # larger files are not searched
+# Folders where installed distributions lie side by side: each is a project of its own, so
+# the project scan there covers only the top-level packages (or modules) being linted.
+ENVIRONMENT_FOLDERS = frozenset({"site-packages", "dist-packages"})
 
 
 def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
@@ -55,6 +58,8 @@ class Project:
         self._package_roots: dict[Path, Path] = {}
         self._resolved_folders: dict[Path, Path] = {}
         self._files: list[Path] | None = None
+        # For a root that is an environment folder: the names of its entries being linted.
+        self._linted_entries: dict[Path, set[str]] = {}
         self._texts: dict[Path, str | None] = {}
         # Every path looked at to resolve names, found or not, is recorded here (the engine
         # keeps a recording per linted file: the cache's dependencies).
@@ -68,6 +73,9 @@ class Project:
         root = package_root(folder / path.name, self._package_roots)
         if root not in self.roots:
             self.roots.append(root)
+        if root.name in ENVIRONMENT_FOLDERS:
+            entry = (folder / path.name).relative_to(root).parts[0]
+            self._linted_entries.setdefault(root, set()).add(entry)
 
     def _resolved(self, folder: Path) -> Path:
         """`folder.resolve()`, remembered for each folder on the way up (one `lstat` each
@@ -130,8 +138,9 @@ class Project:
         """Every project file a whole-project question looks at (who writes a global, who
         derives from a class, who applies a decorator): the `.py` files directly in each
         import root, and everything inside the packages found there (a root such as the
-        current folder is not searched through folders that are not packages). Listed once
-        per run."""
+        current folder is not searched through folders that are not packages; in an
+        environment folder, only the packages and modules being linted). Listed once per
+        run."""
         if self._files is None:
             files: list[Path] = []
             for root in self.roots:
@@ -139,6 +148,9 @@ class Project:
                     entries = sorted(os.scandir(root), key=lambda e: e.name)
                 except OSError:
                     continue
+                linted = self._linted_entries.get(root)
+                if linted is not None:
+                    entries = [entry for entry in entries if entry.name in linted]
                 for entry in entries:
                     if len(files) > MAX_PROJECT_FILES:
                         break

@@ -149,6 +149,7 @@ class SetupReader:
         self._loaded: dict[Path, Any] = {}
         self._defaults: dict[bool, _Collected] = {}
         self.read_paths: set[Path] = set()  # every file read (the result cache's dependencies)
+        self._shown: dict[Path, str] = {}  # `where`'s file part, by path (one resolve each)
 
     def setup(self, files: Iterable[Path], site_file: Path | None = None,
               wanted: frozenset[str] | None = None) -> TrainingSetup:
@@ -222,10 +223,13 @@ class SetupReader:
         return found.resolve() if found is not None else None
 
     def where(self, path: Path, node: ast.AST | None = None) -> str:
-        try:
-            shown = path.resolve().relative_to(self.root).as_posix()
-        except ValueError:
-            shown = path.name
+        shown = self._shown.get(path)
+        if shown is None:
+            try:
+                shown = path.resolve().relative_to(self.root).as_posix()
+            except ValueError:
+                shown = path.name
+            self._shown[path] = shown
         return f"{shown}:{node.lineno}" if node is not None and hasattr(node, "lineno") \
             else shown
 

@@ -10,6 +10,7 @@ parsed file.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,10 +18,12 @@ from ckptlint.analysis.project import Project
 from ckptlint.storage.plain_data import ShapeError, want_list, want_str, want_strs
 
 # `class Name(bases):` (the bases may span lines); the names in the bases, keywords left out.
-CLASS_STATEMENT = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.M)
+# Both statement patterns must start a line after indentation: `line_starts` checks that
+# (an anchored pattern cannot skip ahead to its first literal, and was the run's main cost).
+CLASS_STATEMENT = re.compile(r"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
 BASE_NAME = re.compile(r"(\w+)[ \t]*(?:\[[^\]]*\])?[ \t]*(?:,|$)")
 # A decorator without arguments on its own line: `@name` or `@module.name`.
-DECORATOR_LINE = re.compile(r"^[ \t]*@[ \t]*(?:\w+[ \t]*\.[ \t]*)*(\w+)[ \t]*(?:#.*)?$", re.M)
+DECORATOR_LINE = re.compile(r"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*(\w+)[ \t]*(?:#.*)?$", re.M)
 MAX_SUBCLASS_NAMES = 2000  # class names followed down from one base
 
 
@@ -72,12 +75,27 @@ def class_bases(text: str) -> list[list[str]]:
     """[class name, base name] for each base named in the text's class statements."""
     if "class" not in text:
         return []
-    return [[match.group(1), base] for match in CLASS_STATEMENT.finditer(text)
+    return [[match.group(1), base] for match in line_starts(CLASS_STATEMENT, text)
             for base in BASE_NAME.findall(" ".join(match.group(2).split()))]
 
 
 def decorator_names(text: str) -> list[str]:
-    return DECORATOR_LINE.findall(text) if "@" in text else []
+    return [match.group(1) for match in line_starts(DECORATOR_LINE, text)] if "@" in text else []
+
+
+def line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """The matches of `pattern` with only spaces or tabs before them on their line, found
+    as `^[ \\t]*pattern` (multi-line) would find them: a rejected start is retried one
+    character on."""
+    position = 0
+    while (match := pattern.search(text, position)) is not None:
+        start = match.start()
+        line_start = text.rfind("\n", 0, start) + 1
+        if text[line_start:start].strip(" \t"):
+            position = start + 1
+            continue
+        yield match
+        position = match.end()
 
 
 def stored_pairs(data: object) -> list[list[str]]:

@@ -42,9 +42,17 @@ class Prefilter:
         return False
 
 
-_STAR_IMPORT = re.compile(r"(?<!\w)import[ \t\\]+\*")
+# Without a look-behind, so the regex engine can skip ahead to each literal `import`
+# (a leading look-behind made it try every position: 25 times slower on torch's tree).
+_STAR_IMPORT = re.compile(r"import[ \t\\]+\*")
 
 
 def has_star_import(text: str) -> bool:
-    """May the file hold `from M import *`? `import`, then spaces, then `*`."""
-    return _STAR_IMPORT.search(text) is not None
+    """May the file hold `from M import *`? `import` as a whole word, then spaces, then `*`."""
+    if "*" not in text:
+        return False
+    for match in _STAR_IMPORT.finditer(text):
+        before = text[match.start() - 1] if match.start() else " "
+        if not (before.isalnum() or before == "_"):
+            return True
+    return False
