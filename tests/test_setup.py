@@ -306,3 +306,17 @@ def test_a_config_created_later_at_a_named_path_is_seen_through_the_cache(tmp_pa
     (root / "run" / "configs").mkdir(parents=True)   # deeper than the default places
     (root / "run" / "configs" / "zero.json").write_text(ZERO3)
     assert lint() == codes(findings(root)) == [("train.py", "CKP601", 6)]
+
+
+def test_import_statements_are_read_without_parsing_the_whole_file():
+    from ckptlint.analysis.setup import import_statements, imported_names
+
+    text = ('"""Docstring.\nfrom the top, import what you need\n"""\n'
+            "import os, pkg.a\n"
+            "from pkg import (\n    b,\n    c)\n"
+            "def f():\n    from .rel import d\n"
+            "from pkg.e import \\\n    f\n")
+    names = [name for statement in import_statements(text)
+             for name in imported_names(statement, "pkg.mod", False)]
+    assert names == ["os", "pkg.a", "pkg", "pkg.b", "pkg.c", "pkg.rel", "pkg.rel.d",
+                     "pkg.e", "pkg.e.f"]

@@ -46,10 +46,11 @@ MAX_CONFIG_BYTES = 1024 * 1024
 MAX_SCANNED_FILES = 500  # files looked at near the root (`files_near_root`)
 UNKNOWN = "unknown"
 # A file can state a setup only if one of these words stands in it.
+# Searched in the lower-cased text (as fast as a case-sensitive search; IGNORECASE is not).
 _SETUP_WORDS = re.compile(
     r"deepspeed|find_unused_parameters\s*=|static_graph\s*=|fsdp\s*=|fully_shard|strategy\s*="
-    r"|get_peft_model|prepare_model_for_kbit_training|Peft|peft_config\s*="
-    r"|requires_grad_\(\s*False|requires_grad\s*=\s*False|\.ya?ml[\"']", re.IGNORECASE)
+    r"|get_peft_model|prepare_model_for_kbit_training|peft|peft_config\s*="
+    r"|requires_grad_\(\s*false|requires_grad\s*=\s*false|\.ya?ml[\"']")
 MAX_REACHED_FILES = 10000
 # Facts that can only clear a finding: asked for, but not needed to be stated.
 CLEARING_FACTS = frozenset({"static_graph"})
@@ -204,13 +205,11 @@ class SetupReader:
     def imports_of(self, path: Path) -> list[Path]:
         """The project files a file imports (its own folder counts, as for a script)."""
         if path not in self._imports:
-            self._imports[path] = []
-            tree = parse(self.project.source_text(path))
-            if tree is not None:
-                module, is_package = self.project.module_name(path)
-                found = [self.module_file(name, path.parent)
-                         for name in imported_names(tree, module, is_package)]
-                self._imports[path] = [file for file in dict.fromkeys(found) if file]
+            module, is_package = self.project.module_name(path)
+            found = [self.module_file(name, path.parent) for statement in
+                     import_statements(self.project.source_text(path) or "")
+                     for name in imported_names(statement, module, is_package)]
+            self._imports[path] = [file for file in dict.fromkeys(found) if file]
         return self._imports[path]
 
     def module_file(self, dotted_name: str, folder: Path) -> Path | None:
@@ -404,12 +403,33 @@ def parse(text: str | None, needs: re.Pattern[str] | None = None) -> ast.Module 
     """A Python file's `ast` (None when unreadable, not Python, or without `needs`)."""
     if text is None:
         return None
-    if needs is not None and not needs.search(text):
+    if needs is not None and not needs.search(text.lower()):
         return None
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def import_statements(text: str) -> Iterator[ast.Module]:
+    """The import statements of a file, each parsed alone: the lines starting with `import`
+    or `from`, continued while brackets are open or a line ends in a backslash (a full parse
+    of every file an import reaches costs seconds on a framework; a line that only looks
+    like an import, in a docstring, does not parse and is skipped)."""
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        statement = lines[index].lstrip()
+        if statement.startswith(("import ", "from ")):
+            while (statement.count("(") > statement.count(")")
+                   or statement.endswith("\\")) and index + 1 < len(lines):
+                index += 1
+                statement += "\n" + lines[index]
+            try:
+                yield ast.parse(statement)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                pass
+        index += 1
 
 
 def imported_names(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
