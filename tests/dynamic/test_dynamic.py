@@ -398,3 +398,15 @@ def test_dict_value_assigned_before_backward_confirmed():
     assert "`CONFIG` changed between forward and backward" in f["evidence"], f["evidence"]
     assert "'scale': 0.5" in f["evidence"], f["evidence"]
     assert r.rc == 1
+
+
+def test_script_starting_with_a_lone_continuation_joins_its_site():
+    """libcst leaves a lone `\\` line out of the code it numbers: the static site must still
+    name the line the checkpoint call runs from, or the finding is never exercised."""
+    r = run_dynamic("lone_continuation.py", lint=True)
+    assert differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    site = _row("lone_continuation.py", "out = checkpoint(")
+    assert f"replay of block() at lone_continuation.py:{site} " in f["evidence"], f["evidence"]
+    assert "`SCALE` changed between forward and backward (1.0 → 2.0)" in f["evidence"]
