@@ -7,7 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ckptlint.dynamic.observations import unreadable  # noqa: E402
-from ckptlint.dynamic.watch.state import CONTAINER_VALUES, summarize  # noqa: E402
+from ckptlint.dynamic.watch.state import (CONTAINER_TENSOR_ELEMENTS, CONTAINER_VALUES,  # noqa: E402
+                                          summarize)
 
 
 def test_container_summaries_change_with_their_contents():
@@ -39,7 +40,9 @@ def test_what_cannot_be_read_in_full_says_so():
     too_many = list(range(CONTAINER_VALUES + 1))
     nested = [[[[[1]]]]]
     for value, reason in ((too_many, f"more than {CONTAINER_VALUES} values"),
-                          (nested, "nested more than"), ([Opaque()], "holds a Opaque")):
+                          (nested, "nested more than"), ([Opaque()], "holds a Opaque"),
+                          ([torch.zeros(CONTAINER_TENSOR_ELEMENTS + 1, dtype=torch.uint8)],
+                           "tensors of more than")):
         text = summarize(value)
         assert unreadable(text) and reason in text, text
     assert not unreadable(summarize(list(range(CONTAINER_VALUES))))

@@ -73,9 +73,11 @@ def _get(obj, step):
     return _MISSING
 
 
-# A container's summary covers its contents: at most this many values, this many levels deep.
+# A container's summary covers its contents: at most this many values, this many levels deep,
+# and tensors of at most this many elements in all (each read in full, before and after a pass).
 CONTAINER_VALUES = 256
 CONTAINER_DEPTH = 4
+CONTAINER_TENSOR_ELEMENTS = 1 << 24
 SHOWN = 60              # a summary longer than this shows a digest of its contents instead
 
 
@@ -85,13 +87,17 @@ class _Undigestable(Exception):
 
 def _content(value, depth: int, budget: list[int]) -> str:
     """The contents of a value as text that changes whenever they do: scalars by repr,
-    tensors by their digest, built-in containers recursively (dict keys and sets sorted)."""
+    tensors by their digest, built-in containers recursively (dict keys and sets sorted).
+    `budget`: [values, tensor elements] still to read."""
     budget[0] -= 1
     if budget[0] < 0:
         raise _Undigestable(f"more than {CONTAINER_VALUES} values")
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
         return repr(value)
     if isinstance(value, torch.Tensor):
+        budget[1] -= value.numel()
+        if budget[1] < 0:
+            raise _Undigestable(f"tensors of more than {CONTAINER_TENSOR_ELEMENTS} elements")
         d = digest(value)
         if d is None:
             raise _Undigestable(f"holds a {type(value).__name__} that cannot be read")
@@ -122,7 +128,7 @@ def container_summary(value) -> str:
     summary naming why when they cannot all be read, so no comparison of it clears anything."""
     kind = type(value).__name__
     try:
-        text = _content(value, 0, [CONTAINER_VALUES + 1])
+        text = _content(value, 0, [CONTAINER_VALUES + 1, CONTAINER_TENSOR_ELEMENTS])
     except _Undigestable as why:
         return f"{UNREADABLE} {kind} of length {len(value)}: {why}>"
     if len(text) <= SHOWN:

@@ -1,5 +1,5 @@
 \
-"""CKP201 in a script whose first line is a lone `\` continuation (static positions and the
+r"""CKP201 in a script whose first line is a lone `\` continuation (static positions and the
 lines the watcher sees must agree for the call to join its site)."""
 import torch
 from torch.utils.checkpoint import checkpoint
