@@ -119,6 +119,8 @@ def _content(value, depth: int, budget: list[int]) -> str:
         return "[" + ", ".join(parts) + "]"
     if callable(value) and not isinstance(value, torch.nn.Module):
         return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')} at {id(value):#x}>"
+    if isinstance(value, torch.nn.Module):
+        return summarize(value)     # by its buffers, as on its own
     # A user object's state is not read (no properties, no __eq__): its contents are unknown.
     raise _Undigestable(f"holds a {type(value).__name__}, whose contents are not read")
 
