@@ -4,12 +4,12 @@ and its safe twin (non-reentrant) trains (torch 2.13 CPU, gloo, two ranks)."""
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import process_tree
 from tests.cli_helpers import run_cli
 
 pytest.importorskip("torch")
@@ -24,8 +24,8 @@ def free_port() -> str:
 
 
 def train(project: Path, out: Path) -> list[str]:
-    subprocess.run([sys.executable, str(TRAIN), str(project), str(out), free_port()],
-                   check=True, timeout=240, capture_output=True)
+    process_tree.run([sys.executable, str(TRAIN), str(project), str(out), free_port()],
+                     check=True, timeout=240, capture_output=True)
     return [(out / f"rank{rank}.txt").read_text() for rank in range(2)]
 
 

@@ -17,6 +17,16 @@ from typing import Any, Iterable
 
 from ckptlint.dynamic.join import Key, real, target_keys
 
+# How a state summary that could not be read in full starts (`<unreadable>`, or with the
+# reason: `<unreadable list of length 9000: more than 256 values>`). Such a summary says
+# nothing about a change: comparing it with another, equal or not, neither confirms nor clears.
+UNREADABLE = "<unreadable"
+
+
+def unreadable(summary: str) -> bool:
+    return summary.startswith(UNREADABLE)
+
+
 # --------------------------------------------------------------------------- observations
 
 @dataclass

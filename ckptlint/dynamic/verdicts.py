@@ -24,7 +24,8 @@ from typing import Any, Iterable, Sequence
 
 from ckptlint.dynamic import source
 from ckptlint.dynamic.join import Key, SiteIndex, real
-from ckptlint.dynamic.observations import (CallObs, NotWatched, Observations, RunInfo, count)
+from ckptlint.dynamic.observations import (CallObs, NotWatched, Observations, RunInfo, count,
+                                           unreadable)
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
 from ckptlint.messages import render
 from ckptlint.registry import Dynamic, codes_judged
@@ -438,9 +439,10 @@ class Judge:
             return order
         if state.confirms is not None:
             return state
-        if branch.confirms is False:
-            return branch
-        return order
+        said = branch if branch.confirms is False else order
+        if state.text:      # the state could not be compared: say so next to the other evidence
+            return Said(said.confirms, "; ".join(t for t in (said.text, state.text) if t))
+        return said
 
     def _matched(self, finding: Finding, compared: list[CallObs], site_keys: set[Key],
                  n_compares: int, state: Said, draws: Said) -> Finding:
@@ -490,7 +492,8 @@ class Judge:
         sid, name = str(spec["id"]), spec["expr"]
         between = again = None
         forward_changed = None
-        readable = seen = False
+        seen = False
+        unread = None       # a summary that could not be read, where a comparison needed it
         for call in calls:
             last_forward = None
             for phase, state in call.states:
@@ -498,21 +501,24 @@ class Judge:
                 if not pair:
                     continue
                 seen = True
-                if pair[0] != "<unreadable>" or pair[1] != "<unreadable>":
-                    readable = True
                 if phase == "forward":
                     last_forward = pair
-                    if pair[0] != pair[1] and forward_changed is None:
+                    if _unread(pair):
+                        unread = unread or _unread(pair)
+                    elif pair[0] != pair[1] and forward_changed is None:
                         forward_changed = pair
                 elif last_forward is not None:
-                    if last_forward[1] != pair[0] and between is None:
-                        between = (last_forward[1], pair[0])
-                    if pair[0] != pair[1] and forward_changed is not None and again is None:
+                    crossing = (last_forward[1], pair[0])
+                    if _unread(crossing):
+                        unread = unread or _unread(crossing)
+                    elif crossing[0] != crossing[1] and between is None:
+                        between = crossing
+                    if _unread(pair):
+                        unread = unread or _unread(pair)
+                    elif pair[0] != pair[1] and forward_changed is not None and again is None:
                         again = (forward_changed, pair)
         if not seen:
             return Said(None, "")
-        if not readable:
-            return Said(None, f"`{name}` could not be read")
         if again is not None:
             (f0, f1), (r0, r1) = again
             return Said(True, f"`{name}` changed in the forward ({f0} → {f1}) and again in the "
@@ -520,6 +526,8 @@ class Judge:
         if between is not None:
             return Said(True, f"`{name}` changed between forward and backward ({between[0]} → "
                               f"{between[1]})")
+        if unread is not None:
+            return Said(None, f"`{name}` could not be compared: {unread}")
         if forward_changed is not None:
             return Said(False, f"`{name}` changed in the forward ({forward_changed[0]} → "
                                f"{forward_changed[1]}) but not in the replay")
@@ -715,10 +723,15 @@ def _arm(arms: source.Arms, row: int) -> str:
             "past": "past it" if arms.kind == "if" else "out of the loop"}[arms.way(row)]
 
 
+def _unread(pair) -> str | None:
+    """The first of two state summaries that could not be read, else None."""
+    return next((text for text in pair if unreadable(text)), None)
+
+
 def _changed_in_replay(call: CallObs, sid: str) -> tuple[str, str] | None:
     for phase, state in call.states:
         pair = state.get(sid)
-        if phase != "forward" and pair and pair[0] != pair[1] and "<unreadable>" not in pair:
+        if phase != "forward" and pair and pair[0] != pair[1] and not _unread(pair):
             return pair[0], pair[1]
     return None
 

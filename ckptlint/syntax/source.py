@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,6 +27,31 @@ def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst
         raise SourceError(f"syntax error: {error.message} (line {error.raw_line})") from None
     except RecursionError:
         raise SourceError("nesting too deep to parse") from None
+
+
+# libcst drops a line holding only a `\` continuation (`module.code` lacks it), so the lines
+# it numbers shift from the file's after one.
+_LONE_CONTINUATION = re.compile(r"^[ \t\f]*\\\r?$", re.MULTILINE)
+_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # lines as Python counts them
+
+
+def line_map(text: str, module: cst.Module) -> list[int] | None:
+    """The file's line (1-based) of each line of libcst's code, index 0 unused; None when they
+    are the same. libcst's lines are the file's with whole lines left out, in order."""
+    if not _LONE_CONTINUATION.search(text):
+        return None
+    code = module.code
+    if code == text:
+        return None
+    file_lines = _LINE.findall(text)
+    rows, row = [0], 0
+    for line in _LINE.findall(code):
+        while row < len(file_lines) and file_lines[row] != line:
+            row += 1
+        rows.append(min(row, len(file_lines) - 1) + 1)
+        row += 1
+    rows.append(rows[-1] + 1)  # the end of the last line
+    return rows
 
 
 @dataclass(eq=False)
@@ -53,7 +79,15 @@ class SourceModule:
         if self._positions is None:
             self._positions = Positions(self.tree)
         (start_line, start_column), (end_line, end_column) = self._positions.range(node)
+        rows = self._rows
+        if rows is not None:
+            start_line, end_line = (rows[min(line, len(rows) - 1)]
+                                    for line in (start_line, end_line))
         return Position(start_line, start_column + 1), Position(end_line, end_column + 1)
+
+    @cached_property
+    def _rows(self) -> list[int] | None:
+        return line_map(self.text, self.tree)
 
     def start(self, node: cst.CSTNode) -> Position:
         return self.span(node)[0]

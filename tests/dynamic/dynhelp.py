@@ -29,6 +29,7 @@ from typing import Any
 
 
 from ckptlint.findings import Finding, Position, SiteRef, TargetRef
+from tests import process_tree
 
 SCRIPTS = Path(__file__).parent / "scripts"
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,8 +156,9 @@ def run_dynamic(script: str, args: tuple[str, ...] = (), options: tuple[str, ...
         cmd = [PY, "-m", "ckptlint", "dynamic", "--format", "json", *source, *options, "--",
                *(command or (PY, *launcher, script, *args))]
         start = time.monotonic()
-        proc = subprocess.run(cmd, cwd=SCRIPTS, env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
-                              capture_output=True, text=True, timeout=timeout)
+        proc = process_tree.run(cmd, cwd=SCRIPTS,
+                                env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
+                                capture_output=True, text=True, timeout=timeout)
         seconds = time.monotonic() - start
         try:
             data = json.loads(proc.stdout)
@@ -278,9 +280,9 @@ def plain_python(script: str, *args: str, env: dict[str, str] | None = None) -> 
     """Run a script unwatched and return what it reported."""
     with tempfile.TemporaryDirectory(prefix="ckpt-test-") as tmp:
         out = os.path.join(tmp, "values.json")
-        proc = subprocess.run([PY, script, *args], cwd=SCRIPTS,
-                              env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
-                              capture_output=True, text=True, timeout=240)
+        proc = process_tree.run([PY, script, *args], cwd=SCRIPTS,
+                                env=env_with_root({"CKPT_TEST_OUT": out, **(env or {})}),
+                                capture_output=True, text=True, timeout=240)
         assert proc.returncode == 0, proc.stderr[-3000:]
         with open(out) as handle:
             return json.load(handle)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dynhelp import PY, SCRIPTS, env_with_root, plain_python, run_dynamic
+from dynhelp import PY, SCRIPTS, env_with_root, findings_for, plain_python, run_dynamic
 
 pytest.importorskip("torch")
 
@@ -360,3 +360,53 @@ def test_observer_api_serves_a_profile_style_observer(tmp_path):
     assert row["bytes"] == 8 * 64 * 4, row
     assert row["seconds"] > 0 and row["args"] == 1 and row["early_stop"]
     assert row["site"][1] == _row("probe_train.py", "checkpoint(block")
+
+
+# --------------------------------------------------------------------------- container state
+
+def _container_run(mode):
+    script = "state_container.py"
+    site = "D" if mode == "dict" else "L"
+    wanted = [f for f in findings_for(script) if f.site.row == _row(script, f"ckpt-site: {site}")]
+    return run_dynamic(script, (mode,), findings=wanted)
+
+
+def test_list_item_assigned_before_backward_confirmed():
+    r = _container_run("list")
+    assert differs(r.values), "ground truth: the checkpointed gradients must be wrong"
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    assert "`THRESHOLD` changed between forward and backward (list [1.0] → list [0.5])" \
+        in f["evidence"], f["evidence"]
+    assert r.rc == 1
+
+
+def test_unchanged_list_cleared():
+    r = _container_run("unchanged")
+    assert not differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "cleared", f
+    assert "`THRESHOLD` did not change between forward and replay" in f["evidence"], f["evidence"]
+    assert r.rc == 0
+
+
+def test_dict_value_assigned_before_backward_confirmed():
+    r = _container_run("dict")
+    assert differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    assert "`CONFIG` changed between forward and backward" in f["evidence"], f["evidence"]
+    assert "'scale': 0.5" in f["evidence"], f["evidence"]
+    assert r.rc == 1
+
+
+def test_script_starting_with_a_lone_continuation_joins_its_site():
+    """libcst leaves a lone `\\` line out of the code it numbers: the static site must still
+    name the line the checkpoint call runs from, or the finding is never exercised."""
+    r = run_dynamic("lone_continuation.py", lint=True)
+    assert differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    site = _row("lone_continuation.py", "out = checkpoint(")
+    assert f"replay of block() at lone_continuation.py:{site} " in f["evidence"], f["evidence"]
+    assert "`SCALE` changed between forward and backward (1.0 → 2.0)" in f["evidence"]

@@ -205,3 +205,40 @@ def test_a_segment_reached_from_two_sites(tmp_path):
                                   *_replayed(2, 40, matters=True)])
     [judged] = judge_all([f], bad, sites, RunInfo(returncode=0))
     assert judged.verdict == "confirmed" and "at m.py:40" in judged.evidence
+
+
+def _state_run(tmp_path, f, forward, replay, matters):
+    sid = str(build_plan([f])["specs"][0]["id"])
+    return observations(tmp_path, [
+        {"ev": "start", "pid": 1}, call_event(1, 30),
+        {"ev": "pass", "pid": 1, "call": 1, "phase": "forward", "state": {sid: forward}},
+        {"ev": "pass", "pid": 1, "call": 1, "phase": "replay", "state": {sid: replay}},
+        {"ev": "compare", "pid": 1, "call": 1, "phase": "replay", "match": not matters,
+         "matters": matters, "kind": "saved-value" if matters else "match",
+         "text": "saved a different tanh output" if matters else "matched"}])
+
+
+def test_state_that_could_not_be_read_never_clears_a_divergence(tmp_path):
+    """Two equal unreadable summaries (a container too large to digest) are no evidence that
+    the state stayed the same: the divergence is judged without them."""
+    f = finding("CKP201", 12, "SCALE")
+    too_large = "<unreadable list of length 9000: more than 256 values>"
+    obs = _state_run(tmp_path, f, [too_large, too_large], [too_large, too_large], matters=True)
+    [judged] = judge_all([f], obs, run=RunInfo(returncode=0))
+    assert judged.verdict != "cleared", judged.evidence
+    assert "did not change" not in judged.evidence
+    assert f"`SCALE` could not be compared: {too_large}" in judged.evidence
+    readable = _state_run(tmp_path, f, ["list [1.0]", "list [1.0]"], ["list [1.0]", "list [1.0]"],
+                          matters=True)
+    judged, ckp501 = judge_all([f], readable, run=RunInfo(returncode=0))
+    assert judged.verdict == "cleared" and "did not change between forward" in judged.evidence
+    assert ckp501.code == "CKP501"  # the divergence is reported, not explained by SCALE
+
+
+def test_state_change_between_readable_summaries_confirms(tmp_path):
+    f = finding("CKP201", 12, "SCALE")
+    obs = _state_run(tmp_path, f, ["list [1.0]", "list [1.0]"], ["list [0.5]", "list [0.5]"],
+                     matters=True)
+    [judged] = judge_all([f], obs, run=RunInfo(returncode=0))
+    assert judged.verdict == "confirmed"
+    assert "`SCALE` changed between forward and backward (list [1.0] → list [0.5])" in judged.evidence

@@ -16,6 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+if not __package__:     # run as a script: import the checkout's tests package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests import process_tree  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
 REAL = HERE / "real"
@@ -32,8 +36,8 @@ def command(program: Path) -> list[str]:
 def run_program(program: Path) -> bytes:
     """What the program prints (stdout and stderr together), the checkout as `<checkout>`."""
     environment = {**os.environ, "PYTHONWARNINGS": "default", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command(program), cwd=PROGRAMS, env=environment,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    done = process_tree.run(command(program), cwd=PROGRAMS, env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
     return done.stdout.replace(str(CHECKOUT).encode(), b"<checkout>")
 
 

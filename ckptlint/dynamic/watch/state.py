@@ -13,6 +13,7 @@ module attributes and built-in containers, so watching changes nothing.
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import os
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from ckptlint.dynamic.join import target_keys
+from ckptlint.dynamic.observations import UNREADABLE
 from ckptlint.dynamic.watch.digest import digest, short
 from ckptlint.dynamic.watch.observer import CheckpointCall
 
@@ -71,9 +73,75 @@ def _get(obj, step):
     return _MISSING
 
 
+# A container's summary covers its contents: at most this many values, this many levels deep,
+# and tensors of at most this many elements in all (each read in full, before and after a pass).
+CONTAINER_VALUES = 256
+CONTAINER_DEPTH = 4
+CONTAINER_TENSOR_ELEMENTS = 1 << 24
+SHOWN = 60              # a summary longer than this shows a digest of its contents instead
+
+
+class _Undigestable(Exception):
+    """A container whose contents cannot be summarised in full (the reason is the message)."""
+
+
+def _content(value, depth: int, budget: list[int]) -> str:
+    """The contents of a value as text that changes whenever they do: scalars by repr,
+    tensors by their digest, built-in containers recursively (dict keys and sets sorted).
+    `budget`: [values, tensor elements] still to read."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _Undigestable(f"more than {CONTAINER_VALUES} values")
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return repr(value)
+    if isinstance(value, torch.Tensor):
+        budget[1] -= value.numel()
+        if budget[1] < 0:
+            raise _Undigestable(f"tensors of more than {CONTAINER_TENSOR_ELEMENTS} elements")
+        d = digest(value)
+        if d is None:
+            raise _Undigestable(f"holds a {type(value).__name__} that cannot be read")
+        return f"tensor{list(value.shape)} {short(d)}"
+    if type(value) in (list, tuple, dict, set, frozenset):
+        if depth >= CONTAINER_DEPTH:
+            raise _Undigestable(f"nested more than {CONTAINER_DEPTH} levels")
+        if len(value) > CONTAINER_VALUES:
+            raise _Undigestable(f"more than {CONTAINER_VALUES} values")
+        if isinstance(value, dict):
+            items = sorted(f"{_content(k, depth + 1, budget)}: {_content(v, depth + 1, budget)}"
+                           for k, v in list(value.items()))
+            return "{" + ", ".join(items) + "}"
+        parts = [_content(v, depth + 1, budget) for v in list(value)]
+        if isinstance(value, (set, frozenset)):
+            return "{" + ", ".join(sorted(parts)) + "}"
+        if isinstance(value, tuple):
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        return "[" + ", ".join(parts) + "]"
+    if callable(value) and not isinstance(value, torch.nn.Module):
+        return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')} at {id(value):#x}>"
+    if isinstance(value, torch.nn.Module):
+        return summarize(value)     # by its buffers, as on its own
+    # A user object's state is not read (no properties, no __eq__): its contents are unknown.
+    raise _Undigestable(f"holds a {type(value).__name__}, whose contents are not read")
+
+
+def container_summary(value) -> str:
+    """`list [0.5]`, or `list of length N #digest` when the contents are long; an unreadable
+    summary naming why when they cannot all be read, so no comparison of it clears anything."""
+    kind = type(value).__name__
+    try:
+        text = _content(value, 0, [CONTAINER_VALUES + 1, CONTAINER_TENSOR_ELEMENTS])
+    except _Undigestable as why:
+        return f"{UNREADABLE} {kind} of length {len(value)}: {why}>"
+    if len(text) <= SHOWN:
+        return f"{kind} {text}"
+    check = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+    return f"{kind} of length {len(value)} #{check}"
+
+
 def summarize(value) -> str:
     if value is _MISSING:
-        return "<unreadable>"
+        return f"{UNREADABLE}>"
     if callable(value) and not isinstance(value, torch.nn.Module):
         return f"<{type(value).__name__}>"      # bound methods are new objects per access
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
@@ -89,6 +157,8 @@ def summarize(value) -> str:
             return f"<{type(value).__name__}>"
         total = [sum(d[0] for d in digests), sum(d[1] for d in digests)]
         return f"{type(value).__name__} buffers {short(total)}"
+    if type(value) in (list, tuple, dict, set, frozenset):
+        return container_summary(value)
     try:
         length = len(value)
         return f"{type(value).__name__} of length {length}"
@@ -191,7 +261,7 @@ class StateWatcher:
                 out[str(spec["id"])] = (self.context_state(spec, call) if spec.get("context")
                                         else summarize(self.read(spec, call)))
             except Exception:
-                out[str(spec["id"])] = "<unreadable>"
+                out[str(spec["id"])] = f"{UNREADABLE}>"
         return out
 
 
@@ -214,7 +284,7 @@ def kernel_state(context: str) -> str:
             from transformer_engine.pytorch.fp8 import FP8GlobalStateManager
             return f"fp8 enabled={FP8GlobalStateManager.is_fp8_enabled()}"
         except Exception:
-            return "<unreadable>"
+            return f"{UNREADABLE}>"
     return "; ".join((sdpa_state(), f"default dtype {torch.get_default_dtype()}",
                       backend_flags("torch.backends.cudnn"), backend_flags("torch.backends.mkldnn")))
 
@@ -230,11 +300,11 @@ def backend_flags(module_name: str) -> str:
     module = sys.modules.get(module_name)
     flags = getattr(module, "flags", None)
     if module is None or flags is None:
-        return f"{module_name} <unreadable>"
+        return f"{module_name} {UNREADABLE}>"
     try:
         names = list(inspect.signature(flags).parameters)
     except (TypeError, ValueError):
-        return f"{module_name} <unreadable>"
+        return f"{module_name} {UNREADABLE}>"
     values = []
     for name in names:
         try:
