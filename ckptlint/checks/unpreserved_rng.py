@@ -14,16 +14,19 @@ from ckptlint.findings import Finding
 class UnpreservedRng(SegmentRule):
     code = "CKP302"
     message = ("checkpointed code draws random numbers ({draw:phrase}) but the checkpoint at "
-               "{checkpoint:at} {lost_by:phrase}: the replay draws different numbers (another "
-               "dropout mask) and the gradients are wrong; {lost_by_fix:phrase}")
+               "{checkpoint:at} {lost_by:phrase}")
     phrases = {
         "draw": TORCH_DRAW_PHRASES,
-        "lost_by": {"argument": "passes `preserve_rng_state=False`",
-                    "class": "is the `.apply` of a hand-written checkpoint class that does "
-                             "not restore the RNG state"},
-        "lost_by_fix": {"argument": "drop `preserve_rng_state=False`",
-                        "class": "save and restore it in the class as `torch.utils.checkpoint` "
-                                 "does, or use `checkpoint(..., use_reentrant=False)`"},
+        "lost_by": {
+            "argument": "passes `preserve_rng_state=False`: the replay draws different numbers "
+                        "(another dropout mask) and the gradients are wrong; drop "
+                        "`preserve_rng_state=False`",
+            "class": "is the `.apply` of a hand-written checkpoint class that does not restore "
+                     "the RNG state: the replay draws different numbers (another dropout mask) "
+                     "and the gradients are wrong; save and restore it in the class as "
+                     "`torch.utils.checkpoint` does, or use `checkpoint(..., "
+                     "use_reentrant=False)`",
+        },
     }
 
     def check(self, segment: Segment) -> Iterator[Finding]:
@@ -41,4 +44,4 @@ class UnpreservedRng(SegmentRule):
                     continue
                 yield self.at(segment, reached, call.node, {
                     **found.data(), "checkpoint": {"filename": site.filename, "row": site.row},
-                    "lost_by": lost_by, "lost_by_fix": lost_by})
+                    "lost_by": lost_by})
