@@ -99,7 +99,7 @@ RULES: dict[str, RuleInfo] = {
                  "reentrant calls that raise or lose gradients: keyword arguments, "
                  "`context_fn`/`debug`, tensors inside lists/dicts",
                  CALL.with_fields({"problems": ListOf(Obj(
-                     {"kind": OneOf(("keywords", "option", "containers"))},
+                     {"kind": OneOf(("keywords", "apply_keywords", "option", "containers"))},
                      {"keywords": ListOf(STR), "option": STR}))})),
         RuleInfo("CKP104", "hf-implicit-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
                  "ckptlint.checks.hf_implicit_reentrant:HfImplicitReentrant",
@@ -175,7 +175,8 @@ RULES: dict[str, RuleInfo] = {
         RuleInfo("CKP302", "unpreserved-rng", "error", REPLAY_COMPARE, NO_FIX,
                  "ckptlint.checks.unpreserved_rng:UnpreservedRng",
                  "randomness under `preserve_rng_state=False`",
-                 SEGMENT.with_fields({"rng": STR, "draw": TORCH_DRAW, "checkpoint": PLACE},
+                 SEGMENT.with_fields({"rng": STR, "draw": TORCH_DRAW, "checkpoint": PLACE,
+                                      "lost_by": OneOf(("argument", "class"))},
                                      {"built": STR})),
         RuleInfo("CKP303", "foreign-rng", "warning", REPLAY_COMPARE, NO_FIX,
                  "ckptlint.checks.foreign_rng:ForeignRng",

@@ -256,6 +256,8 @@ ENTRY_BY_METHOD = {entry.method: entry for entry in ENTRY_POINTS if entry.method
 # (the last word of both spellings) and turns gradients back on in `backward` with one of these.
 AUTOGRAD_FUNCTION_WORD = "Function"
 GRAD_ON_WORDS = ("enable_grad", "set_grad_enabled")
+# `HandRolled.apply(fn, *args)`: a reentrant checkpoint of `fn` (a SiteKind.FUNCTION site).
+APPLY_METHOD = "apply"
 
 # `checkpoint_wrapper(..., checkpoint_impl=CheckpointImpl.REENTRANT)`.
 REENTRANT_IMPL = f"{_WRAPPER_MODULE}.CheckpointImpl.REENTRANT"

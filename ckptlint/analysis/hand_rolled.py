@@ -22,7 +22,7 @@ nothing is imported or run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import libcst as cst
@@ -66,6 +66,13 @@ class HandRolled:
     restores_rng: bool
     captures_autocast: bool
     grads_only_for_inputs: bool
+    # Where `.apply(...)` passes the function `forward` runs (its parameter's position after
+    # `ctx`); None when `forward` runs it from `*args` or a keyword-only parameter.
+    function_index: int | None = None
+    function_parameter: str = ""  # its name, for `.apply(..., fn=...)`
+    # The keywords `.apply(...)` may pass (`forward`'s parameters after `ctx`); None when
+    # `forward` takes `**kwargs`.
+    keywords: frozenset[str] | None = frozenset()
 
     @property
     def lacks(self) -> list[str]:
@@ -98,12 +105,32 @@ def hand_rolled_checkpoint(module: SourceModule, node: cst.ClassDef, outer: Scop
     if True not in ran_backward.calls:
         return None
     class_scope = scopes[id(node)]
+    index = function_index(forward, stored, ran_forward.called)
     return HandRolled(
         qualname=class_scope.qualname(),
         restores_rng=ran_backward.restores_rng,
         captures_autocast=ran_backward.enters_autocast or runs_in_forward_autocast(backward),
         grads_only_for_inputs=ran_backward.grad_of_inputs and not ran_backward.backward_call,
+        function_index=index,
+        function_parameter="" if index is None else parameter_names(forward)[index + 1],
+        keywords=None if isinstance(forward.params.star_kwarg, cst.Param) else frozenset(
+            param.name.value for param in (*forward.params.params[1:],
+                                           *forward.params.kwonly_params)),
     )
+
+
+def function_index(forward: cst.FunctionDef, stored: dict[str, str],
+                   called: list[cst.BaseExpression]) -> int | None:
+    """The `.apply(...)` position of the parameter whose function `forward` runs: called
+    directly (`fn(...)`) or stored first (`ctx.fn = fn; ctx.fn(...)`)."""
+    names = parameter_names(forward)
+    passed = names[1:]
+    for func in called:
+        if isinstance(func, cst.Name) and func.value in passed:
+            return passed.index(func.value)
+        if isinstance(func, cst.Attribute) and func.attr.value in stored:
+            return passed.index(stored[func.attr.value])
+    return None
 
 
 def runs_in_forward_autocast(backward: cst.FunctionDef) -> bool:
@@ -123,24 +150,26 @@ def parameter_names(function: cst.FunctionDef) -> list[str]:
     return [param.name.value for param in (*params.posonly_params, *params.params)]
 
 
-def stored_functions(forward: cst.FunctionDef) -> set[str]:
-    """`ctx` attributes that `forward` sets from one of its own parameters (`ctx.fn = fn`)."""
+def stored_functions(forward: cst.FunctionDef) -> dict[str, str]:
+    """`ctx` attributes that `forward` sets from one of its own parameters (`ctx.fn = fn`),
+    each with that parameter."""
     names = parameter_names(forward)
     if not names:
-        return set()
+        return {}
     ctx, passed = names[0], set(names[1:])
-    stored: set[str] = set()
+    stored: dict[str, str] = {}
     for statement in iter_assignments(forward.body):
         for target in statement.targets:
             attribute = target.target
             if (isinstance(attribute, cst.Attribute) and isinstance(attribute.value, cst.Name)
                     and attribute.value.value == ctx and isinstance(statement.value, cst.Name)
                     and statement.value.value in passed):
-                stored.add(attribute.attr.value)
+                stored[attribute.attr.value] = statement.value.value
     return stored
 
 
-def function_names(method: cst.FunctionDef, stored: set[str], scope: Scope) -> FunctionRefs:
+def function_names(method: cst.FunctionDef, stored: dict[str, str],
+                   scope: Scope) -> FunctionRefs:
     """How `method` may name the checkpointed function: a parameter it is passed (in
     `forward`), `ctx.<stored>`, a local bound to `ctx.<stored>`, or a parameter of a function
     the class is defined in (a closure)."""
@@ -173,7 +202,7 @@ class FunctionRefs:
             and binding.scope is not scope for binding in bindings)
 
 
-def is_stored(expr: cst.BaseExpression | None, ctx: str, stored: frozenset[str] | set[str]) -> bool:
+def is_stored(expr: cst.BaseExpression | None, ctx: str, stored: Collection[str]) -> bool:
     return (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
             and expr.value.value == ctx and expr.attr.value in stored)
 
@@ -211,6 +240,7 @@ class GradWalk(Visitor):
         self.grad: list[bool | None] = [None]
         self.pushed: list[int] = []
         self.calls: list[bool | None] = []
+        self.called: list[cst.BaseExpression] = []  # how each call of the function names it
         self.restores_rng = False
         self.enters_autocast = False
         self.grad_of_inputs = False
@@ -244,6 +274,7 @@ class GradWalk(Visitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.refs.names_function(node.func, self.scope):
             self.calls.append(self.grad[-1])
+            self.called.append(node.func)
             return
         final = final_name(node.func)
         if final is None:

@@ -156,7 +156,8 @@ class Site:
     # The library name a site without a table API stands for (its layer base class,
     # `gradient_checkpointing_enable`, the training arguments class, the entry point).
     library_api: str = ""
-    # A hand-written checkpoint class (SiteKind.HAND_ROLLED): what it restores itself.
+    # A hand-written checkpoint class (SiteKind.HAND_ROLLED), or the class whose `.apply(...)`
+    # call this site is: what it restores itself.
     hand_rolled: HandRolled | None = None
     # transformers' enabling calls (HF_ENABLE, HF_ARGS, and peft's entry point).
     hf: HfRequest | None = None
@@ -232,6 +233,7 @@ class SiteFinder(Visitor):
             for bindings in scope.bindings.values() for binding in bindings
             if binding.kind == BindingKind.IMPORT}
         self._star_imports: dict[int, list[str]] = {}
+        self._hand_rolled: dict[int, HandRolled | None] = {}
 
     # -- scope tracking ----------------------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -259,14 +261,22 @@ class SiteFinder(Visitor):
             self.sites.append(Site(self.module, node, SiteKind.HF_LAYER, class_scope,
                                    library_api=base))
             return
-        hand_rolled = hand_rolled_checkpoint(
-            self.module, node, outer,
-            lambda expr, scope: self.qualnames(expr, self.module, scope, 0))
+        hand_rolled = self.hand_rolled(node, outer)
         if hand_rolled is not None:
             self.sites.append(Site(self.module, node, SiteKind.HAND_ROLLED, class_scope,
                                    mode=Mode.REENTRANT, mode_source=ModeSource.API,
                                    preserve_rng_state=hand_rolled.restores_rng,
                                    library_api=HAND_ROLLED_API, hand_rolled=hand_rolled))
+
+    def hand_rolled(self, node: cst.ClassDef, outer: Scope) -> HandRolled | None:
+        """What a class of this module handles, if it is a hand-written checkpoint (read
+        once: its `class` statement and its `.apply(...)` calls both ask)."""
+        key = id(node)
+        if key not in self._hand_rolled:
+            self._hand_rolled[key] = hand_rolled_checkpoint(
+                self.module, node, outer,
+                lambda expr, scope: self.qualnames(expr, self.module, scope, 0))
+        return self._hand_rolled[key]
 
     def layer_base(self, node: cst.ClassDef, scope: Scope, depth: int) -> str | None:
         """The layer base class (qualified name) `node` derives from, if any."""
@@ -287,9 +297,34 @@ class SiteFinder(Visitor):
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.scope
         site = (self.hf_checkpoint_site(node, scope) or self.method_site(node, scope)
-                or self.named_site(node, scope) or self.api_site(node, scope))
+                or self.named_site(node, scope) or self.api_site(node, scope)
+                or self.hand_rolled_apply_site(node, scope))
         if site is not None:
             self.sites.append(site)
+
+    def hand_rolled_apply_site(self, node: cst.Call, scope: Scope) -> Site | None:
+        """`Cls.apply(fn, *args)` of a hand-written checkpoint class of this module: a
+        reentrant checkpoint of the function passed where the class's `forward` takes the
+        function it runs, with RNG preserved only when the class restores it. Only classes
+        of the same file: the screens pass a file for the class, not for its name."""
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == apis.APPLY_METHOD):
+            return None
+        values = self.resolver.values(func.value, self.module, scope)
+        if len(values) != 1 or not isinstance(values[0], ClassValue):
+            return None
+        cls = values[0].cls
+        if self.scopes.scope_of.get(id(cls.node)) is not cls.scope or cls.scope.parent is None:
+            return None  # defined in another module
+        hand_rolled = self.hand_rolled(cls.node, cls.scope.parent)
+        if hand_rolled is None or hand_rolled.function_index is None:
+            return None
+        api = CheckpointApi(f"{hand_rolled.qualname}.{apis.APPLY_METHOD}", SiteKind.FUNCTION,
+                            Mode.REENTRANT, target_index=hand_rolled.function_index)
+        return Site(self.module, node, SiteKind.FUNCTION, scope, api=api,
+                    arguments=self.arguments(node, scope, ()), mode=Mode.REENTRANT,
+                    mode_source=ModeSource.API, preserve_rng_state=hand_rolled.restores_rng,
+                    hand_rolled=hand_rolled)
 
     def hf_checkpoint_site(self, node: cst.Call, scope: Scope) -> Site | None:
         """`self._gradient_checkpointing_func(layer.__call__, ...)`, also through a name
@@ -992,12 +1027,16 @@ def find_sites(module: SourceModule, resolver: Resolver, table: dict[str, Checkp
 
 
 def target_expression(site: Site) -> Argument | None:
-    """The argument naming what the site checkpoints (None for classes and `apply`)."""
+    """The argument naming what the site checkpoints (None for classes and
+    `apply_activation_checkpointing`)."""
     arguments = site.arguments
     if arguments is None or site.kind in (SiteKind.HF_LAYER, SiteKind.APPLY):
         return None
     index = site.api.target_index if site.api is not None else 0
-    return arguments.positional_at(index)
+    argument = arguments.positional_at(index)
+    if argument is None and site.hand_rolled is not None:  # `Cls.apply(x, fn=f)`
+        argument = arguments.keywords.get(site.hand_rolled.function_parameter)
+    return argument
 
 
 def resolve_targets(site: Site, resolver: Resolver) -> None:

@@ -27,7 +27,7 @@ class ReentrantCheckpoint(SiteRule):
     def check_site(self, site: Site) -> Iterable[Finding]:
         if site.mode != Mode.REENTRANT \
                 or site.mode_source not in (ModeSource.EXPLICIT, ModeSource.API) \
-                or site.kind == SiteKind.HAND_ROLLED:  # CKP106 reports hand-written ones
+                or site.hand_rolled is not None:  # CKP106 reports hand-written ones
             return
         if requires_reentrant(self, site):  # the mode the setup needs is no finding (CKP601)
             return

@@ -19,6 +19,8 @@ class ReentrantIncompatibleCall(SiteRule):
     phrases = {"problems": {
         "keywords": "keyword arguments for the function ({keywords:ticks}) raise `ValueError`",
         "option": "`{option}` raises `ValueError`",
+        "apply_keywords": "keyword arguments `forward` does not take ({keywords:ticks}) "
+                          "raise `TypeError`",
         "containers": "tensors inside a list or dict argument are not tracked and get no "
                       "gradient",
     }}
@@ -27,18 +29,28 @@ class ReentrantIncompatibleCall(SiteRule):
         if site.mode != Mode.REENTRANT or site.kind != SiteKind.FUNCTION or site.arguments is None:
             return
         arguments = site.arguments
-        problems: list[dict] = []
-        passed_on = sorted(k for k in arguments.keywords if k not in apis.CHECKPOINT_KEYWORDS)
-        if passed_on:
-            problems.append({"kind": "keywords", "keywords": passed_on})
-        for option in ("context_fn", "debug"):
-            if option in arguments.keywords:
-                problems.append({"kind": "option", "option": option})
+        problems = self.keyword_problems(site)
         target_index = site.api.target_index if site.api else 0
         if any(self.holds_values(arg.value) for arg in arguments.positional[target_index + 1:]):
             problems.append({"kind": "containers"})
         if problems:
             yield self.site_finding(site, {"problems": problems})
+
+    @staticmethod
+    def keyword_problems(site: Site) -> list[dict]:
+        """Keywords meant for the function: torch's checkpoint rejects them; a hand-written
+        checkpoint's `.apply(...)` passes them to its `forward`, which may not take them."""
+        assert site.arguments is not None
+        keywords = site.arguments.keywords
+        if site.hand_rolled is not None:
+            taken = site.hand_rolled.keywords
+            rejected = [] if taken is None else sorted(k for k in keywords if k not in taken)
+            return [{"kind": "apply_keywords", "keywords": rejected}] if rejected else []
+        passed_on = sorted(k for k in keywords if k not in apis.CHECKPOINT_KEYWORDS)
+        problems = [{"kind": "keywords", "keywords": passed_on}] if passed_on else []
+        problems.extend({"kind": "option", "option": option}
+                        for option in ("context_fn", "debug") if option in keywords)
+        return problems
 
     @staticmethod
     def holds_values(expr: cst.BaseExpression) -> bool:
