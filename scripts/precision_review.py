@@ -60,11 +60,13 @@ def lint_packages(out: Path, packages: dict[str, Path], root: Path | None = None
             command = [sys.executable, __file__, "lint", str(out), f"{name}={folder}"]
             if root is not None:
                 command[4:4] = ["--root", str(root)]
+            result = out / f"{name}.json"
+            result.unlink(missing_ok=True)
             try:
                 code = subprocess.run(command, timeout=timeout, check=False).returncode
                 problem = f"exit status {code}" if code else ""
-            except subprocess.TimeoutExpired:
-                problem = f"over {timeout:g} s"
+            except subprocess.TimeoutExpired:  # unless it ran out after writing its result
+                problem = "" if result.exists() else f"over {timeout:g} s"
             if problem:
                 with (out / "not-linted.txt").open("a", encoding="utf-8") as handle:
                     handle.write(f"{name} {folder} ({problem})\n")
