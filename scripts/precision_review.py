@@ -98,7 +98,8 @@ def sample(results: dict[str, dict], seed: int, per_code: int) -> list[dict]:
         for finding in result["findings"]:
             if is_segment_code(finding["code"]):
                 by_code.setdefault(finding["code"], []).append({
-                    "package": package_of(name), "file": relative(finding["filename"], result["root"]),
+                    "package": package_of(name),
+                    "file": relative(finding["filename"], result["root"]),
                     "row": finding["location"]["row"], "code": finding["code"],
                     "message": finding["message"]})
     rows = []
