@@ -23,6 +23,7 @@ import csv
 import io
 import json
 import random
+import subprocess
 import sys
 import tokenize
 from collections import Counter
@@ -48,17 +49,38 @@ def is_segment_code(code: str) -> bool:
 
 
 # -- lint ------------------------------------------------------------------------------------
-def lint_packages(out: Path, packages: dict[str, Path]) -> None:
+def lint_packages(out: Path, packages: dict[str, Path], root: Path | None = None,
+                  timeout: float | None = None) -> None:
+    """Lint each folder into `OUT/NAME.json`; with `timeout`, each in a child process given
+    that many seconds, a folder that runs out (or fails) named in
+    `OUT/not-linted.txt`."""
+    out.mkdir(parents=True, exist_ok=True)
+    if timeout is not None:
+        for name, folder in packages.items():
+            command = [sys.executable, __file__, "lint", str(out), f"{name}={folder}"]
+            if root is not None:
+                command[4:4] = ["--root", str(root)]
+            result = out / f"{name}.json"
+            result.unlink(missing_ok=True)
+            try:
+                code = subprocess.run(command, timeout=timeout, check=False).returncode
+                problem = f"exit status {code}" if code else ""
+            except subprocess.TimeoutExpired:  # unless it ran out after writing its result
+                problem = "" if result.exists() else f"over {timeout:g} s"
+            if problem:
+                with (out / "not-linted.txt").open("a", encoding="utf-8") as handle:
+                    handle.write(f"{name} {folder} ({problem})\n")
+                print(name, "not linted:", problem)
+        return
     sys.path.insert(0, str(ROOT))
     from ckptlint.config import load_config, with_cli
     from ckptlint.engine.run import lint
 
-    out.mkdir(parents=True, exist_ok=True)
     for name, folder in packages.items():
         config = with_cli(load_config([str(folder)]), select=("CKP",), extend_select=("CKP901",))
         result = lint([str(folder)], config, jobs=1)
         (out / f"{name}.json").write_text(json.dumps({
-            "root": str(folder),
+            "root": str(root or folder),
             "findings": [finding.to_json() for finding in result.findings],
             "sites": [site.to_json() for site in result.sites]}, indent=1))
         counts = Counter(finding.code for finding in result.findings)
@@ -72,11 +94,12 @@ def load_results(out: Path) -> dict[str, dict]:
 # -- sample ----------------------------------------------------------------------------------
 def sample(results: dict[str, dict], seed: int, per_code: int) -> list[dict]:
     by_code: dict[str, list[dict]] = {}
-    for package, result in results.items():
+    for name, result in results.items():
         for finding in result["findings"]:
             if is_segment_code(finding["code"]):
                 by_code.setdefault(finding["code"], []).append({
-                    "package": package, "file": relative(finding["filename"], result["root"]),
+                    "package": package_of(name),
+                    "file": relative(finding["filename"], result["root"]),
                     "row": finding["location"]["row"], "code": finding["code"],
                     "message": finding["message"]})
     rows = []
@@ -87,6 +110,11 @@ def sample(results: dict[str, dict], seed: int, per_code: int) -> list[dict]:
                               key=lambda f: (f["package"], f["file"], f["row"]))
         rows.extend(findings)
     return rows
+
+
+def package_of(name: str) -> str:
+    """`transformers.llama` (a package linted in parts, one result per part) -> `transformers`."""
+    return name.split(".", 1)[0]
 
 
 def relative(filename: str, root: str) -> str:
@@ -193,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     lint_command = commands.add_parser("lint")
     lint_command.add_argument("out", type=Path)
     lint_command.add_argument("packages", nargs="+")
+    lint_command.add_argument("--root", type=Path,
+                              help="write file names relative to this folder (default: each "
+                                   "package folder); for a package linted in parts")
+    lint_command.add_argument("--timeout", type=float,
+                              help="seconds per folder, each linted in a child process")
     sample_command = commands.add_parser("sample")
     sample_command.add_argument("out", type=Path)
     sample_command.add_argument("--seed", type=int, default=SEED)
@@ -205,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "lint":
-        lint_packages(args.out, package_arguments(args.packages))
+        lint_packages(args.out, package_arguments(args.packages), args.root, args.timeout)
     elif args.command == "sample":
         writer = csv.DictWriter(sys.stdout, ("package", "file", "row", "code", "message"))
         writer.writeheader()

@@ -4,6 +4,7 @@ file's shape, the summary the doc shows, and the script's pure parts are checked
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,29 @@ def test_the_sample_is_seeded_and_sorted():
     assert first == sorted(first, key=lambda row: (row["file"], row["row"]))
     assert first != review.sample(results, seed=14, per_code=30)
     assert len(review.sample(results, seed=13, per_code=60)) == 50
+
+
+def test_a_package_linted_in_parts_counts_as_one_package():
+    def part(name: str) -> dict:
+        return {"root": "/src", "sites": [], "findings": [
+            {"code": "CKP401", "filename": f"/src/transformers/models/{name}/m.py",
+             "location": {"row": 3}, "message": "m"}]}
+    rows = review.sample({"transformers.bert": part("bert"), "transformers.t5": part("t5")},
+                         seed=13, per_code=30)
+    assert [(row["package"], row["file"]) for row in rows] == [
+        ("transformers", "transformers/models/bert/m.py"),
+        ("transformers", "transformers/models/t5/m.py")]
+
+
+def test_lint_in_parts_writes_each_folder_and_names_those_that_ran_out(tmp_path):
+    folder = tmp_path / "src" / "pkg"
+    folder.mkdir(parents=True)
+    (folder / "m.py").write_text("x = 1\n", encoding="utf-8")
+    review.lint_packages(tmp_path / "out", {"pkg.part": folder}, root=tmp_path / "src",
+                         timeout=120)
+    result = json.loads((tmp_path / "out" / "pkg.part.json").read_text(encoding="utf-8"))
+    assert result["root"] == str(tmp_path / "src") and result["findings"] == []
+    assert not (tmp_path / "out" / "not-linted.txt").exists()
+    review.lint_packages(tmp_path / "slow", {"pkg.part": folder}, timeout=0.001)
+    assert (tmp_path / "slow" / "not-linted.txt").read_text(encoding="utf-8").startswith(
+        f"pkg.part {folder} (over 0.001 s)")

@@ -6,7 +6,9 @@ the segment calls that receives such a parameter unchanged. A mutation is an in-
 (`append`, `update`, `add_`, a cache's `update(...)`), an item assignment or deletion, an
 augmented assignment of a tensor parameter, or an accumulating write of an attribute of it.
 A parameter rebound anywhere in its function (`past = list(past)`) is left alone: what is
-mutated may be a copy.
+mutated may be a copy. So is a parameter of the checkpointed function that the checkpoint call
+does not pass and whose default is a constant (`checkpoint(attn, x)` with
+`def forward(self, x, cache=None)`): it holds no object from outside the segment.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ckptlint.analysis.apis import Mode, SiteKind
+from ckptlint.analysis.apis import CHECKPOINT_KEYWORDS, Mode, SiteKind
 from ckptlint.analysis.bindings import root_name
 from ckptlint.analysis.scopes import BindingKind, ScopeKind, bool_value, is_staticmethod
 from ckptlint.analysis.segment import (
@@ -31,6 +33,7 @@ from ckptlint.analysis.segment import (
 )
 from ckptlint.analysis.tensors import annotation_may_be_tensor
 from ckptlint.checks.context import RuleContext
+from ckptlint.checks.reentrant_incompatible_call import is_constant
 from ckptlint.checks.segment_base import SegmentRule
 from ckptlint.checks.side_effect_in_segment import CHANGE_HOW
 from ckptlint.checks.state_facts import segment_change
@@ -173,7 +176,9 @@ def passed_parameters(context: RuleContext, segment: Segment,
     in_segment = {id(reached.node): reached for reached in segment.functions}
     for reached in segment.functions:
         if reached.depth == 0:
-            names = [name for name in plain_parameters(reached) if name not in cleared]
+            unpassed = left_at_default(segment, reached)
+            names = [name for name in plain_parameters(reached)
+                     if name not in cleared and name not in unpassed]
             passed.setdefault(id(reached.node), {}).update(
                 {name: Passed(name, name) for name in names})
     for reached, facts in iter_segment(segment):  # breadth first: callers come first
@@ -219,6 +224,32 @@ def plain_parameters(reached: Reached) -> list[str]:
     if is_method(reached) and positional:
         positional = positional[1:]
     return [param.name.value for param in [*positional, *params.kwonly_params]]
+
+
+def left_at_default(segment: Segment, reached: Reached) -> frozenset[str]:
+    """Parameters of the checkpointed function that the site call (`checkpoint(fn, *args,
+    **kw)`) does not pass and whose default is a constant: nothing outside the segment is in
+    them. Empty when what the call passes is not known (`*args`, `**kw`, a target built by a
+    call or a lambda, whose own bound arguments are not counted here)."""
+    site = segment.site
+    arguments = site.arguments
+    if (site.kind not in (SiteKind.FUNCTION, SiteKind.HF_FUNC) or arguments is None
+            or arguments.star_positional or arguments.opaque_keywords):
+        return frozenset()
+    target_index = site.api.target_index if site.api else 0
+    target = arguments.positional_at(target_index)
+    if target is None or not isinstance(target.value, (cst.Name, cst.Attribute, cst.Subscript)):
+        return frozenset()
+    passed_positionally = len(arguments.positional) - target_index - 1
+    passed_by_keyword = {name for name in arguments.keywords if name not in CHECKPOINT_KEYWORDS}
+    params = reached.node.params
+    positional = [*params.posonly_params, *params.params]
+    if is_method(reached) and positional:
+        positional = positional[1:]
+    unpassed = [*positional[passed_positionally:], *params.kwonly_params]
+    return frozenset(param.name.value for param in unpassed
+                     if param.name.value not in passed_by_keyword
+                     and param.default is not None and is_constant(param.default))
 
 
 def bind_arguments(call: cst.Call, callee: Reached,

@@ -272,6 +272,14 @@ class DataDependentShape(SegmentRule):
         return method in BOOLEAN_OPS and inference.level_at(func.value, scope, point) >= WEAK
 
 
+def is_torch_constant(expr: cst.Attribute, scope: Scope) -> bool:
+    """`torch.bool`, `torch.float32`: a name of the torch module read as a value (a call of
+    one is `exact_call`'s business)."""
+    names = import_qualnames(expr, scope)
+    return bool(names) and all(name.count(".") == 1 and name.startswith("torch.")
+                               for name in names)
+
+
 class ReplayStable:
     """Whether an expression comes out the same in the replay: it is computed only from the
     segment's inputs (parameters holding what was passed in), constants, `self` attributes
@@ -295,7 +303,7 @@ class ReplayStable:
             return self.name(expr, scope, deeper)
         if isinstance(expr, cst.Attribute):
             return expr.attr.value in METADATA_ATTRS or self.is_self(expr.value, scope) \
-                or self.expression(expr.value, scope, deeper)
+                or is_torch_constant(expr, scope) or self.expression(expr.value, scope, deeper)
         if isinstance(expr, cst.Subscript):
             return self.expression(expr.value, scope, deeper) and all(
                 self.part(element.slice, scope, deeper) for element in expr.slice)
@@ -313,9 +321,19 @@ class ReplayStable:
                 self.expression(c.comparator, scope, deeper) for c in expr.comparisons)
         if isinstance(expr, (cst.Tuple, cst.List)):
             return all(self.expression(e.value, scope, deeper) for e in expr.elements)
+        if isinstance(expr, cst.IfExp):
+            return all(self.expression(part, scope, deeper)
+                       for part in (expr.test, expr.body, expr.orelse))
         if isinstance(expr, cst.Call):
             return self.exact_call(expr, scope, deeper)
         return False
+
+    def counted(self, iterable: cst.BaseExpression | None, scope: Scope, depth: int) -> bool:
+        """`range(...)` of stable bounds: a loop over it binds the same integers in the
+        replay."""
+        return (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name)
+                and iterable.func.value == "range" and not scope.lookup("range")
+                and all(self.expression(arg.value, scope, depth) for arg in iterable.args))
 
     def part(self, node: cst.BaseSlice, scope: Scope, depth: int) -> bool:
         if isinstance(node, cst.Index):
@@ -354,6 +372,9 @@ class ReplayStable:
         for binding in bindings:
             if binding.kind == BindingKind.PARAM:
                 if binding.scope is not self.reached.scope or name.value not in self.inputs:
+                    return False
+            elif binding.kind == BindingKind.FOR and binding.scope.kind != ScopeKind.MODULE:
+                if not self.counted(binding.value, binding.scope, depth):
                     return False
             elif binding.scope.kind == ScopeKind.MODULE or binding.kind not in ASSIGNED \
                     or binding.value is None \
