@@ -73,6 +73,7 @@ def finding_data(code: str, script: str, name: str | None, target: TargetRef | N
         "CKP203": {"expression": "h.sum() > 1.5", "branch": "if"},
         "CKP301": {"device": "DEVICE", "draws_random": False},
         "CKP302": {"rng": "self.drop", "draw": "module", "built": "nn.Dropout(0.5)",
+                   "lost_by": "argument",
                    "checkpoint": {"filename": script, "row": site_row}},
         "CKP303": {"rng": "random.random", "draw": "python"},
     }[code]
