@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -201,3 +202,27 @@ def test_saving_a_file_rechecks_the_files_that_call_into_it(client, tmp_path):
     assert diagnostic["code"] == "CKP303"  # the hazard in helpers.py, at the call reaching it
     assert diagnostic["range"]["start"]["line"] == 6
     assert "helpers.py:5" in diagnostic["message"]
+
+
+def test_analyses_share_the_command_lines_summary_store(tmp_path):
+    """Facts about the project's files are kept in the cache folder's summary store, where the
+    next analysis (and the command line) reads them instead of recomputing them."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n", encoding="utf-8")
+    (tmp_path / "blocks.py").write_text("SCALE = 1.0\n\n\ndef block(x):\n    return x * SCALE\n",
+                                        encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        "import blocks\n\n\ndef step(model, x):\n    loss = model(x)\n    blocks.SCALE = 2.0\n"
+        "    loss.backward()\n", encoding="utf-8")
+    source = ("from torch.utils.checkpoint import checkpoint\n\nfrom blocks import block\n\n\n"
+              "def forward(x):\n    return checkpoint(block, x, use_reentrant=False)\n")
+    lsp = LspClient([*ckptlint_command(), "server"], cwd=tmp_path,
+                    env={**os.environ, "CKPTLINT_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        lsp.initialize(tmp_path)
+        uri = lsp.open(tmp_path / "model.py", source)
+        (diagnostic,) = lsp.diagnostics(uri)["diagnostics"]
+        assert diagnostic["code"] == "CKP201"  # the hazard in blocks.py, at this call
+        stored = list((tmp_path / "cache").glob("summaries-*/*.json"))
+        assert stored, sorted(tmp_path.rglob("*"))
+    finally:
+        assert lsp.close() == 0

@@ -33,6 +33,7 @@ def analyse(buffer: Buffer) -> list[Finding]:
 
     config = load_config([buffer.path])
     linter = Linter(config)
+    linter.project.summaries = summary_store(config)
     path = Path(buffer.path)
     try:
         linter.project.add_root_for(path)
@@ -53,6 +54,17 @@ def analyse(buffer: Buffer) -> list[Finding]:
     # A hazard in another file comes back at the checkpoint call in this one (`finish`).
     findings = finish([result], config, False, sources={buffer.path: text}).findings
     return notebooks.in_cells([f for f in findings if f.filename == buffer.path])
+
+
+def summary_store(config):
+    """The command line's content-keyed summary store (in its cache folder): the facts about
+    the project's other files are read from it, not recomputed on each edit, and facts
+    computed here serve the next analysis and the command line."""
+    from ckptlint.analysis.summary_store import SummaryStore
+    from ckptlint.engine.cache import cache_location
+
+    folder, chosen = cache_location(config)
+    return SummaryStore.in_cache(folder, chosen)
 
 
 def notebook_bytes(cells: tuple[tuple[str, str], ...]) -> bytes:
