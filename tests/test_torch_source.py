@@ -27,9 +27,12 @@ def test_checkpoint_module_itself() -> None:
     # `use_reentrant=use_reentrant` is unknown, so nothing is reported. Its reentrant
     # `CheckpointFunction` is recognised as a checkpoint written as an autograd.Function, and
     # not reported either: it restores the RNG state, captures autocast and accumulates
-    # gradients with `torch.autograd.backward` (CKP106 finds nothing it lacks).
+    # gradients with `torch.autograd.backward` (CKP106 finds nothing it lacks). Its
+    # `CheckpointFunction.apply(function, preserve, *args)` call is a reentrant checkpoint site
+    # of the function passed, with nothing to report (the function is a parameter).
     path = TORCH / "utils" / "checkpoint.py"
     result = lint([str(path)], Config(select=("CKP1",)))
     assert sorted((s.api, s.mode) for s in result.sites) == [
-        ("hand-rolled", "reentrant"), ("torch.utils.checkpoint.checkpoint", "unknown")]
+        ("CheckpointFunction.apply", "reentrant"), ("hand-rolled", "reentrant"),
+        ("torch.utils.checkpoint.checkpoint", "unknown")]
     assert result.findings == []
