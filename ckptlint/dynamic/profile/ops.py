@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ckptlint.dynamic.profile.observer import _storage, _tensors
+
 COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional", "_dtensor")
 
 
@@ -68,8 +70,8 @@ class OpCosts(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        known = {_key(t) for t in _flat((args, kwargs))}
-        for t in _flat(written_arguments(func, args, kwargs)):
+        known = {_key(t) for t in _tensors((args, kwargs))}
+        for t in _tensors(written_arguments(func, args, kwargs)):
             producer = self.producers.get(_key(t))
             if producer is not None:
                 self.ops[producer][5] = True
@@ -78,11 +80,14 @@ class OpCosts(TorchDispatchMode):
         seconds = time.perf_counter() - t0
         name = op_name(func)
         nbytes = 0
-        for t in _flat(out):
-            key = _key(t)
-            if key is not None and key not in known and key not in self.producers:
+        for t in _tensors(out):
+            storage = _storage(t)
+            if storage is None:
+                continue
+            key, size = storage
+            if key not in known and key not in self.producers:
                 self.producers[key] = name
-                nbytes += t.untyped_storage().nbytes()
+                nbytes += size
         entry = self.ops.setdefault(name, [0, 0, 0.0, is_random(func), is_collective(func),
                                            False])
         entry[0] += 1
@@ -94,23 +99,10 @@ class OpCosts(TorchDispatchMode):
         return [[name, *entry] for name, entry in self.ops.items()]
 
 
-def _flat(value, depth=0):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif depth < 4 and isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _flat(item, depth + 1)
-    elif depth < 4 and isinstance(value, dict):
-        for item in value.values():
-            yield from _flat(item, depth + 1)
-
-
 def _key(t: torch.Tensor):
-    try:
-        storage = t.untyped_storage()
-        return (str(t.device), storage.data_ptr()) if storage.nbytes() else None
-    except Exception:
-        return None
+    """A tensor's storage key (as `_storage` gives it), None for an empty one."""
+    storage = _storage(t)
+    return storage[0] if storage is not None else None
 
 
 # --------------------------------------------------------------------------- --verify
