@@ -61,6 +61,7 @@ from typing import Any
 
 import torch
 
+from ckptlint.dynamic.profile.tensors import storage_of, tensors_in
 from ckptlint.dynamic.watch.compare import same_digest
 from ckptlint.dynamic.watch.digest import digest, resolve
 from ckptlint.dynamic.watch.observer import CheckpointCall, Observer, PassEnd
@@ -110,35 +111,11 @@ def _quiet_rerun(args):
 
 # --------------------------------------------------------------------------- tensors
 
-def _tensors(value, depth: int = 0):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif depth < 4 and isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item, depth + 1)
-    elif depth < 4 and isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item, depth + 1)
-
-
-def _storage(t: torch.Tensor):
-    """((device, data_ptr), nbytes) of a tensor's untyped storage, or None."""
-    try:
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        nbytes = storage.nbytes()
-    except Exception:
-        return None
-    if not nbytes:
-        return None
-    return (str(t.device), ptr), nbytes
-
-
 def _activations(tensors) -> dict:
     """{storage key: nbytes} of the tensors that are not nn.Parameters (nor views of one)."""
     out = {}
     for t in tensors:
-        s = _storage(t)
+        s = storage_of(t)
         if s is not None and not isinstance(t, torch.nn.Parameter) \
                 and not isinstance(getattr(t, "_base", None), torch.nn.Parameter):
             out[s[0]] = s[1]
@@ -146,7 +123,7 @@ def _activations(tensors) -> dict:
 
 
 def _activation_bytes(value) -> int:
-    return sum(_activations(_tensors(value)).values())
+    return sum(_activations(tensors_in(value)).values())
 
 
 def _is_parameter(t: torch.Tensor) -> bool:
@@ -201,7 +178,7 @@ def _bound_tensors(fn) -> list:
     import functools
     out: list = []
     while isinstance(fn, functools.partial):
-        out += _tensors((fn.args, fn.keywords or {}))
+        out += tensors_in((fn.args, fn.keywords or {}))
         fn = fn.func
     return out
 
@@ -346,7 +323,7 @@ class ModuleTracker:
     def _pack(self, tensor):
         try:
             if self.stack and not _busy() and not _replaying() and not _is_parameter(tensor):
-                s = _storage(tensor)
+                s = storage_of(tensor)
                 if s is not None and s[0] not in self.checkpoint_inputs:
                     self.stack[-1][1][s[0]] = s[1]
         except Exception:
@@ -473,12 +450,12 @@ class ProfileObserver(Observer):
         if args is None:
             args = getattr(call, "args", ()) or ()
         kwargs = call.scratch.get("kwargs") or {}
-        tensors = list(_tensors(args)) + list(_tensors(kwargs))
+        tensors = list(tensors_in(args)) + list(tensors_in(kwargs))
         modules = _modules_of(call.fn)
         params, buffers = _params_and_buffers(modules)
         excluded = set()
         for t in (*tensors, *params, *buffers, *_bound_tensors(call.fn)):
-            s = _storage(t)
+            s = storage_of(t)
             if s is not None:
                 excluded.add(s[0])
         device = next((t.device for t in tensors if t.device.type not in ("cpu", "meta")), None)
@@ -550,7 +527,7 @@ class ProfileObserver(Observer):
             return
         t0 = time.perf_counter()
         try:
-            s = _storage(tensor)
+            s = storage_of(tensor)
             held = s is not None and (s[0] in state.excluded or _is_parameter(tensor))
             if held:
                 record.excluded[s[0]] = s[1]
@@ -637,7 +614,7 @@ def _policy_kept(context, excluded: set) -> int:
     def visit(value, depth=0):
         value = getattr(value, "val", value)           # torch's _VersionWrapper
         if isinstance(value, torch.Tensor):
-            s = _storage(value)
+            s = storage_of(value)
             if s is not None and s[0] not in excluded:
                 kept[s[0]] = s[1]
         elif depth < 4 and isinstance(value, (list, tuple)):
@@ -799,7 +776,7 @@ def _leaf_copies(args, kwargs):
 
 
 def _outputs(out):
-    return [t for t in _tensors(out) if t.requires_grad and (t.is_floating_point()
+    return [t for t in tensors_in(out) if t.requires_grad and (t.is_floating_point()
                                                             or t.is_complex())]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ckptlint.dynamic.profile.observer import _storage, _tensors
+from ckptlint.dynamic.profile.tensors import storage_of, tensors_in
 
 COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional", "_dtensor")
 
@@ -70,8 +70,8 @@ class OpCosts(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        known = {_key(t) for t in _tensors((args, kwargs))}
-        for t in _tensors(written_arguments(func, args, kwargs)):
+        known = {_key(t) for t in tensors_in((args, kwargs))}
+        for t in tensors_in(written_arguments(func, args, kwargs)):
             producer = self.producers.get(_key(t))
             if producer is not None:
                 self.ops[producer][5] = True
@@ -80,8 +80,8 @@ class OpCosts(TorchDispatchMode):
         seconds = time.perf_counter() - t0
         name = op_name(func)
         nbytes = 0
-        for t in _tensors(out):
-            storage = _storage(t)
+        for t in tensors_in(out):
+            storage = storage_of(t)
             if storage is None:
                 continue
             key, size = storage
@@ -100,8 +100,8 @@ class OpCosts(TorchDispatchMode):
 
 
 def _key(t: torch.Tensor):
-    """A tensor's storage key (as `_storage` gives it), None for an empty one."""
-    storage = _storage(t)
+    """A tensor's storage key (as `storage_of` gives it), None for an empty one."""
+    storage = storage_of(t)
     return storage[0] if storage is not None else None
 
 
