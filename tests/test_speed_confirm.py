@@ -210,6 +210,10 @@ def test_a_star_import_file_passes_only_when_it_reads_a_name_it_does_not_bind(
     path.write_text("from .helpers import *\n\ndef f(block, x):\n"
                     "    return get_fn()(block, x)\n")
     assert assert_no_false_rejection(linter, path) == 1
+    # The same star import continued on the next line with a backslash.
+    path.write_text("from .helpers import \\\n    *\n\ndef f(block, x):\n"
+                    "    return get_fn()(block, x)\n")
+    assert assert_no_false_rejection(linter, path) == 1
 
 
 def test_the_api_s_own_module(tmp_path: Path) -> None:
