@@ -30,6 +30,9 @@ SCENARIOS = {
     "toys_text": (("toys.py",), (PY, "toys.py", "children", "nothing"), None),
     "budget": (("--format", "json", "--memory-budget", "600KiB", "--verify", "toys.py"),
                (PY, "toys.py", "mlp"), None),
+    "budget_broken": (("--format", "json", "--memory-budget", "600KiB", "--verify", "toys.py"),
+                      (PY, "toys.py", "mlp-once"),
+                      {"CKPT_TEST_MARKER": os.path.join(tempfile.mkdtemp(), "ran")}),
 }
 
 
@@ -223,6 +226,19 @@ def test_suggested_policy_meets_its_budget_in_the_verifying_run(runs):
     # the policy is printed ready to paste
     assert "SAVE = {torch.ops." in r.stderr and "create_selective_checkpoint_contexts" in r.stderr
     assert "gradients agree with a plain run" in r.stderr
+
+
+@pytest.mark.scenarios("budget_broken")
+def test_a_verifying_run_that_fails_says_so_next_to_each_policy(runs):
+    r = runs["budget_broken"].result()
+    assert r.rc == 2, r.stderr[-3000:]     # the verification asked for could not be done
+    (record,) = r.rows("mlp", "toys.py")
+    verified = record["suggested_policy"]["verified"]
+    assert verified["grad_max_abs_diff"] is None and verified["within_budget"] is None
+    assert verified["text"] == ("not verified: the verifying run failed: "
+                                "the command exited with status 1"), verified
+    assert "--verify: the verifying run failed" in r.stderr
+    assert "refusing a second run" in r.stderr
 
 
 @pytest.mark.scenarios("parent")

@@ -242,13 +242,17 @@ def _row_name(record: dict[str, Any]) -> str:
     return f"{where} {record['module']}" if record.get("module") else where
 
 
-def verification(record: dict[str, Any], measured: dict[str, Any] | None) -> dict[str, Any]:
-    """What the verifying run measured for a row, next to the prediction."""
+def verification(record: dict[str, Any], measured: dict[str, Any] | None,
+                 failure: str | None = None) -> dict[str, Any]:
+    """What the verifying run measured for a row, next to the prediction; `failure` says how
+    the verifying run failed, if it did."""
     policy = record["suggested_policy"]
+    failed = f"; the verifying run failed: {failure}" if failure else ""
     if measured is None:
         return {"bytes_kept_per_call": None, "activation_bytes_freed_per_call": None,
                 "grad_max_abs_diff": None, "within_budget": None,
-                "text": "the verifying run did not run this segment with gradients"}
+                "text": (f"not verified: the verifying run failed: {failure}" if failure else
+                         "the verifying run did not run this segment with gradients")}
     kept = measured["policy_bytes_kept_per_call"]
     diff = measured["grad_max_abs_diff"]
     agree = measured["recommendation"] != "fix" and diff is not None
@@ -258,7 +262,8 @@ def verification(record: dict[str, Any], measured: dict[str, Any] | None) -> dic
             f"{human_bytes(policy['budget'])}: {'within' if within else 'OVER'}), frees "
             f"{human_bytes(measured['activation_bytes_freed_per_call'])}, gradients "
             + (f"agree with a plain run (max diff {diff:.2g})" if agree else
-               f"differ: {measured['reason']}" if diff is not None else "not compared"))
+               f"differ: {measured['reason']}" if diff is not None else "not compared")
+            + failed)
     return {"bytes_kept_per_call": kept,
             "activation_bytes_freed_per_call": measured["activation_bytes_freed_per_call"],
             "grad_max_abs_diff": diff, "within_budget": within, "text": text}

@@ -155,8 +155,9 @@ def profile_and_report(command: list[str], paths: list[str], config_file: str | 
     if memory_budget is not None:
         for site in report.sites:
             site.suggestion = suggest_policy(site, memory_budget)
+    verify_failure = None
     if verify and watched.info.signal is None:
-        _verify(command, keys, timeout, report, config.profile_min_bytes_freed)
+        verify_failure = _verify(command, keys, timeout, report, config.profile_min_bytes_freed)
     records = report.records(config.profile_min_bytes_freed)
     notes = _notes(report, records, grad_check, measure_peak)
     alarm = checkpointing_off(report, len(sites))
@@ -173,7 +174,7 @@ def profile_and_report(command: list[str], paths: list[str], config_file: str | 
         sys.stdout.write(render_text(records, notes=notes, command_seconds=watched.seconds,
                                      alarm=alarm, advice=advice))
     sys.stdout.flush()
-    status = 2 if info.failed else 0
+    status = 2 if info.failed or verify_failure else 0
     if any(r["recommendation"] == "fix" for r in records):
         status = 1
     if plot_file and records:
@@ -213,24 +214,32 @@ def _run(command: list[str], keys, timeout: float | None, options: dict):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _verify(command: list[str], keys, timeout: float | None, report, min_bytes: int) -> None:
+def _verify(command: list[str], keys, timeout: float | None, report,
+            min_bytes: int) -> str | None:
     """--verify: run the command again with each suggested policy applied to its segments
-    (and --grad-check on), and put what that run measured next to each prediction."""
+    (and --grad-check on), and put what that run measured next to each prediction. Returns
+    how the verifying run failed, or None."""
     from ckptlint.dynamic.profile.advice import verification
 
     policies = {s.target: s.suggestion["save"] for s in report.sites
                 if s.suggestion and s.target}
     if not policies:
-        return
+        return None
     click.echo("ckptlint profile: --verify: running the command again with the suggested "
                "policies", err=True)
-    second, _ = _run(command, keys, timeout, {"grad_check": True, "policies": policies})
+    second, watched = _run(command, keys, timeout, {"grad_check": True, "policies": policies})
+    failure = watched.info.describe() if watched.info.failed else None
+    if failure:
+        click.echo(f"ckptlint profile: --verify: the verifying run failed: {failure}"
+                   + (f"; last lines of its stderr:\n{watched.info.stderr_tail}"
+                      if watched.info.stderr_tail else ""), err=True)
     measured = {(s.site, s.root, s.module): s.to_json(min_bytes) for s in second.sites}
     for site in report.sites:
         if site.suggestion:
             row = site.to_json(min_bytes)
             site.suggestion["verified"] = verification(
-                row, measured.get((site.site, site.root, site.module)))
+                row, measured.get((site.site, site.root, site.module)), failure)
+    return failure
 
 
 def _notes(report, records, grad_check: bool, measure_peak: bool) -> list[str]:

@@ -229,6 +229,13 @@ def main():
             train(model, steps)
         elif name == "mlp":
             train(Plain(), steps)
+        elif name == "mlp-once":
+            # a command that breaks when run again (the marker file is left by its first run)
+            marker = os.environ["CKPT_TEST_MARKER"]
+            if os.path.exists(marker):
+                sys.exit("refusing a second run")
+            open(marker, "w").close()
+            train(Plain(), steps)
         elif name == "state":
             train(StateBug(), steps, before_backward=warm_up_schedule)
 
