@@ -8,7 +8,10 @@ produce no finding at all.
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -112,3 +115,25 @@ def test_rule_unknown_code_is_a_usage_error():
     result = run_cli("rule", "CKP000", cwd=REPO)
     assert result.returncode == 2
     assert "unknown rule" in result.stderr
+
+
+@pytest.mark.parametrize(("urls", "expected"), [
+    (["Rules, https://example.invalid/ckptlint/rules/"], "https://example.invalid/ckptlint/rules"),
+    (["Homepage, https://example.invalid/home", "Repository, https://example.invalid/repo"],
+     "https://example.invalid/repo/blob/main/rules"),
+])
+def test_published_page_address_comes_from_the_installed_project_urls(tmp_path, urls, expected):
+    # A distribution's metadata earlier on sys.path stands for a ckptlint built with
+    # [project.urls]: the editor's codeDescription and SARIF's helpUri link the published page.
+    info = tmp_path / "ckptlint-99.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ckptlint\nVersion: 99.0\n"
+                                   + "".join(f"Project-URL: {url}\n" for url in urls))
+    script = ("from ckptlint.rule_pages import help_uri\n"
+              "from ckptlint.server.protocol import rule_url\n"
+              "print(rule_url('CKP201'))\nprint(help_uri('CKP201'))\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, check=True)
+    page_url = f"{expected}/{page_filename('CKP201')}"
+    assert proc.stdout.splitlines() == [page_url, page_url]
