@@ -320,3 +320,26 @@ def test_import_statements_are_read_without_parsing_the_whole_file():
              for name in imported_names(statement, "pkg.mod", False)]
     assert names == ["os", "pkg.a", "pkg", "pkg.b", "pkg.c", "pkg.rel", "pkg.rel.d",
                      "pkg.e", "pkg.e.f"]
+
+
+def test_an_edit_of_a_module_between_script_and_site_is_seen_through_the_cache(tmp_path):
+    """The script's setup holds for the site through `pkg/wrapper.py`: the importers of the
+    site file are found backwards, and an edit of that middle module (dropping, then
+    restoring, its import of the model) changes the findings as a cold run does."""
+    wrapper_imports = "from pkg.model import forward\n"
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/model.py": NON_REENTRANT, "pkg/wrapper.py": wrapper_imports,
+        "scripts/train.py": PEFT_MODEL + "import pkg.wrapper\n", "ds_zero3.json": ZERO3})
+
+    def lint(*paths: str) -> list[tuple[str, str, int]]:
+        result = run_cli("--format", "json", *(paths or (".",)), cwd=root,
+                         env={"CKPTLINT_CACHE_DIR": str(tmp_path / "cache")})
+        assert result.returncode in (0, 1), result.stderr
+        return codes(json.loads(result.stdout))
+
+    reported = [("model.py", "CKP601", 3)]
+    assert lint() == lint("pkg/model.py") == codes(findings(root)) == reported
+    (root / "pkg" / "wrapper.py").write_text("import pkg\n")
+    assert lint() == lint("pkg/model.py") == codes(findings(root)) == []
+    (root / "pkg" / "wrapper.py").write_text(wrapper_imports)
+    assert lint() == lint("pkg/model.py") == reported

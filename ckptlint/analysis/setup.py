@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckptlint.screen.confirm import called_name
-from ckptlint.storage.plain_data import read_json, read_regular_file
+from ckptlint.storage.plain_data import ShapeError, read_json, read_regular_file, want_strs
 from ckptlint.syntax.modnames import resolve_relative
 
 if TYPE_CHECKING:
@@ -45,13 +45,30 @@ if TYPE_CHECKING:
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_SCANNED_FILES = 500  # files looked at near the root (`files_near_root`)
 UNKNOWN = "unknown"
-# A file can state a setup only if one of these words stands in it.
-# Searched in the lower-cased text (as fast as a case-sensitive search; IGNORECASE is not).
-_SETUP_WORDS = re.compile(
-    r"deepspeed|find_unused_parameters\s*=|static_graph\s*=|fsdp\s*=|fully_shard|strategy\s*="
-    r"|get_peft_model|prepare_model_for_kbit_training|peft|peft_config\s*="
-    r"|requires_grad_\(\s*false|requires_grad\s*=\s*false|\.ya?ml[\"']")
+# Which facts a file may state, by the words standing in it: a question about some facts
+# parses only the files that may state them. Each entry: a word (in the lower-cased text),
+# whether a letter, digit or `_` may stand just before it, what must follow it, and the facts
+# it may state. `NAMED`: the file may name a DeepSpeed config (which decides whether a JSON
+# file near the root is taken for one).
+NAMED = "names a DeepSpeed config"
+_STRATEGY_FACTS = frozenset({"zero_stage", "find_unused_parameters", "fsdp", "lightning_strategy"})
+_SETUP_WORDS: tuple[tuple[str, bool, re.Pattern[str] | None, frozenset[str]], ...] = tuple(
+    (word, inside_word, re.compile(follows) if follows else None, frozenset(facts))
+    for word, inside_word, follows, facts in (
+        ("deepspeed", True, "", {"zero_stage", NAMED}),
+        ("strategy", False, r"\s*=", _STRATEGY_FACTS),  # a keyword, not `sharding_strategy=`
+        (".yaml", True, "[\"']", {"zero_stage", "fsdp", NAMED}),
+        (".yml", True, "[\"']", {"zero_stage", "fsdp", NAMED}),
+        ("peft", True, "", {"frozen_parameters"}),
+        ("prepare_model_for_kbit_training", True, "", {"frozen_parameters"}),
+        ("requires_grad", True, r"_\(\s*false|\s*=\s*false", {"frozen_parameters"}),
+        ("find_unused_parameters", True, r"\s*=", {"find_unused_parameters"}),
+        ("static_graph", True, r"\s*=", {"static_graph"}),
+        ("fsdp", False, r"\s*=", {"fsdp"}),
+        ("fully_shard", True, "", {"fsdp", "fsdp_mixed_precision"})))
 MAX_REACHED_FILES = 10000
+MAX_BACKWARD_STEPS = 32  # modules whose importers are searched for (`SetupReader.importers`)
+RELATIVE_IMPORT = re.compile(r"from\s+\.")
 # Facts that can only clear a finding: asked for, but not needed to be stated.
 CLEARING_FACTS = frozenset({"static_graph"})
 # Facts that configs at their default places may state.
@@ -151,16 +168,30 @@ class SetupReader:
         self._defaults: dict[bool, _Collected] = {}
         self.read_paths: set[Path] = set()  # every file read (the result cache's dependencies)
         self._shown: dict[Path, str] = {}  # `where`'s file part, by path (one resolve each)
+        self._words: dict[Path, frozenset[str]] = {}  # `setup_words` of each file's text
+        self._module_files: dict[tuple[str, Path], Path | None] = {}  # `module_file`'s answers
+        self._project_files: frozenset[Path] | None = None  # `followed`'s
+        self._importers: dict[Path, frozenset[Path] | None] = {}  # `importers`' answers
 
     def setup(self, files: Iterable[Path], site_file: Path | None = None,
               wanted: frozenset[str] | None = None) -> TrainingSetup:
         """The setup of `site_file`'s checkpoints (None: of the whole project) stated by the
         Python `files`, the configs they name, and configs at their default places.
         `wanted`: the facts asked for (None: all); unless each of them but the
-        `CLEARING_FACTS` is stated somewhere, none is given, and no import is followed."""
+        `CLEARING_FACTS` is stated somewhere, none is given, and no import is followed.
+        With `wanted`, only the files whose words may state one of them (or name a DeepSpeed
+        config) are parsed, those that must be stated first: a framework's thousands of files
+        are parsed only when they may matter."""
+        files = universe = list(dict.fromkeys(files))
+        if wanted is not None:
+            needed = sorted(wanted - CLEARING_FACTS,
+                            key=lambda fact: (self.candidate_bytes(files, fact), fact))
+            if not all(self.stated_somewhere(files, fact) for fact in needed):
+                return TrainingSetup()
+            files = self.may_state(files, wanted | {NAMED})
         stating: list[_Collected] = []
         named = False
-        for path in dict.fromkeys(files):
+        for path in files:
             found = self.facts_of(path)
             named |= found.ds_configs_named
             if found.facts:
@@ -177,16 +208,92 @@ class SetupReader:
             if wanted is not None and not wanted & set(found.facts):
                 continue
             if site_file is None or (found.source is not None
-                                     and site_file in self.reach(found.source)):
+                                     and self.reaches(found.source, site_file, universe)):
                 total.extend(found, wanted)
         total.extend(defaults, wanted)
         return total.merged()
+
+    def stated_somewhere(self, files: list[Path], fact: str) -> bool:
+        """Does one of `files` state `fact` (a config fact: or a config at its default place)?
+        Parses the files that may state it until one does."""
+        if any(fact in self.facts_of(path).facts for path in self.may_state(files, {fact})):
+            return True
+        if fact not in CONFIG_FACTS:
+            return False
+        named = any(self.facts_of(path).ds_configs_named
+                    for path in self.may_state(files, {NAMED}))
+        return fact in self.default_configs(named).facts
+
+    def candidate_bytes(self, files: list[Path], fact: str) -> int:
+        """The size of the texts that may state `fact` (the cheapest question is asked first)."""
+        return sum(len(self.project.source_text(path) or "")
+                   for path in self.may_state(files, {fact}))
+
+    def may_state(self, files: list[Path], facts: Iterable[str]) -> list[Path]:
+        """The `files` whose text may state one of `facts` (each a `_FACT_WORDS` key). A file
+        with any setup word is a dependency of the answer, read or not (an edit there may
+        change it)."""
+        chosen = []
+        for path in files:
+            words = self._words.get(path)
+            if words is None:
+                text = self.project.source_text(path)
+                words = self._words[path] = frozenset(self.project.summaries.fact(
+                    text, "setup_words", setup_words, sorted, stored_words)) if text else \
+                    frozenset()
+                if words:
+                    self.read_paths.add(path)
+            if not words.isdisjoint(facts):
+                chosen.append(path)
+        return chosen
 
     def facts_of(self, path: Path) -> _Collected:
         if path not in self._by_source:
             self.collected = self._by_source[path] = _Collected(path)
             self.read_source(path)
         return self._by_source[path]
+
+    def reaches(self, source: Path, site_file: Path, universe: list[Path]) -> bool:
+        """Does `source` import `site_file`, directly or through others? Searched backwards
+        from `site_file` through the `universe` (the project's files), unless more than
+        `MAX_BACKWARD_STEPS` modules lead to it: then forwards from `source`."""
+        importers = self.importers(site_file, universe)
+        return source in importers if importers is not None else site_file in self.reach(source)
+
+    def importers(self, site_file: Path, universe: list[Path]) -> frozenset[Path] | None:
+        """`site_file` and the files of `universe` that import it, directly or through others:
+        the imports of a file are read only when its text names the module imported (one
+        `str.find` each), so a site file few modules import costs a few text searches, not
+        the import graph of a whole framework. None: too many lead to it."""
+        if site_file not in self._importers:
+            found: set[Path] | None = {site_file}
+            pending = [site_file]
+            for _ in range(MAX_BACKWARD_STEPS):
+                if not pending:
+                    break
+                target = pending.pop()
+                named_as = target.parent.name if target.name == "__init__.py" else target.stem
+                for path in universe:
+                    if path not in found and self.may_import(path, named_as, target) \
+                            and target in self.imports_of(path):
+                        found.add(path)
+                        pending.append(path)
+            else:
+                found = None if pending else found
+            self._importers[site_file] = frozenset(found) if found is not None else None
+            self.read_paths |= set(universe) - self.followed_files()
+            self.read_paths |= found or set()
+        return self._importers[site_file]
+
+    def may_import(self, path: Path, named_as: str, target: Path) -> bool:
+        """Can `path`'s imports name the module `target` (last name `named_as`)? A package's
+        `__init__.py` is also imported by `from . import x` from inside it; identifiers
+        outside ASCII may be written in other forms (NFKC)."""
+        text = self.project.source_text(path)
+        if not text:
+            return False
+        return named_as in text or not text.isascii() or (
+            target.name == "__init__.py" and RELATIVE_IMPORT.search(text) is not None)
 
     def reach(self, path: Path) -> frozenset[Path]:
         """`path` and the project files it imports, directly or through others."""
@@ -203,23 +310,41 @@ class SetupReader:
         return self._reach[path]
 
     def imports_of(self, path: Path) -> list[Path]:
-        """The project files a file imports (its own folder counts, as for a script)."""
+        """The project files a file imports (its own folder counts, as for a script). In an
+        environment folder (`site-packages`), only the packages being linted are project
+        files: the distributions installed beside them are not followed."""
         if path not in self._imports:
             module, is_package = self.project.module_name(path)
-            found = [self.module_file(name, path.parent) for statement in
-                     import_statements(self.project.source_text(path) or "")
-                     for name in imported_names(statement, module, is_package)]
-            self._imports[path] = [file for file in dict.fromkeys(found) if file]
+            names = dict.fromkeys(name for statement in
+                                  import_statements(self.project.source_text(path) or "")
+                                  for name in imported_names(statement, module, is_package))
+            found = (self.module_file(name, path.parent) for name in names)
+            self._imports[path] = [file for file in dict.fromkeys(found)
+                                   if file is not None and self.followed(file)]
         return self._imports[path]
 
+    def followed(self, path: Path) -> bool:
+        """Is `path` a project file for `reach` (not one of another installed distribution)?"""
+        from ckptlint.analysis.project import ENVIRONMENT_FOLDERS
+
+        return path in self.followed_files() or not ENVIRONMENT_FOLDERS.intersection(path.parts)
+
+    def followed_files(self) -> frozenset[Path]:
+        if self._project_files is None:
+            self._project_files = frozenset(self.project.source_files())
+        return self._project_files
+
     def module_file(self, dotted_name: str, folder: Path) -> Path | None:
-        found = self.project.module_path(dotted_name)
-        if found is None:
-            base = folder.joinpath(*dotted_name.split("."))
-            found = next((candidate for candidate in (base.with_suffix(".py"),
-                                                      base / "__init__.py")
-                          if candidate.is_file()), None)
-        return found.resolve() if found is not None else None
+        key = (dotted_name, folder)
+        if key not in self._module_files:
+            found = self.project.module_path(dotted_name)
+            if found is None:
+                base = folder.joinpath(*dotted_name.split("."))
+                found = next((candidate for candidate in (base.with_suffix(".py"),
+                                                          base / "__init__.py")
+                              if candidate.is_file()), None)
+            self._module_files[key] = found.resolve() if found is not None else None
+        return self._module_files[key]
 
     def where(self, path: Path, node: ast.AST | None = None) -> str:
         shown = self._shown.get(path)
@@ -234,7 +359,8 @@ class SetupReader:
 
     # -- Python files ---------------------------------------------------------------------
     def read_source(self, path: Path) -> None:
-        tree = parse(self.project.source_text(path), _SETUP_WORDS)
+        text = self.project.source_text(path)
+        tree = parse(text) if text and setup_words(text) else None
         if tree is None:
             return
         self.read_paths.add(path)
@@ -399,16 +525,38 @@ class SetupReader:
                                                       "named by the code")
 
 
-def parse(text: str | None, needs: re.Pattern[str] | None = None) -> ast.Module | None:
-    """A Python file's `ast` (None when unreadable, not Python, or without `needs`)."""
-    if text is None:
-        return None
-    if needs is not None and not needs.search(text.lower()):
-        return None
+def parse(text: str) -> ast.Module | None:
+    """A Python file's `ast` (None when not Python)."""
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def setup_words(text: str) -> set[str]:
+    """The facts (and `NAMED`) a Python text may state, by the words in it."""
+    lowered = text.lower()
+    found: set[str] = set()
+    for word, inside_word, follows, facts in _SETUP_WORDS:
+        if facts <= found:
+            continue
+        start = lowered.find(word)
+        while start >= 0:
+            end = start + len(word)
+            if (inside_word or start == 0 or not (lowered[start - 1].isalnum()
+                                                  or lowered[start - 1] == "_")) \
+                    and (follows is None or follows.match(lowered, end)):
+                found |= facts
+                break
+            start = lowered.find(word, start + 1)
+    return found
+
+
+def stored_words(data: object) -> set[str]:
+    words = set(want_strs(data, "setup words"))
+    if not words <= {fact for *_, facts in _SETUP_WORDS for fact in facts}:
+        raise ShapeError("setup words: unknown fact")
+    return words
 
 
 def import_statements(text: str) -> Iterator[ast.Module]:
