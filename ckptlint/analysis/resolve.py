@@ -570,6 +570,8 @@ class Resolver:
         found: list[Value] = []
         for path in self.index.subclass_files(cls.node.name.value,
                                               definition_pattern(attr, assigned_too)):
+            if self.imports_nothing_inside_confinement(path):
+                continue  # no class there can resolve to a base inside (`import_values`)
             module = self.project.module_at(path)
             if module is None:
                 continue
@@ -591,6 +593,24 @@ class Resolver:
                     for value, value_scope in assigned or []:
                         found.extend(self.values(value, module, value_scope, depth + 1))
         return found
+
+    def imports_nothing_inside_confinement(self, path: Path) -> bool:
+        """While resolution is confined to a module (`confined_to`), a class of another
+        module can derive from a class there only through an import of a name inside it:
+        a file none of whose imports binds one is skipped without a libcst parse."""
+        inside = self._confinement
+        if inside is None or self._context:
+            return False
+        self.project.dependencies.record(path)
+        module, is_package = self.project.module_name(path)
+        if module == inside or module.startswith(f"{inside}."):
+            return False
+        text = self.project.source_text(path)
+        if text is not None and inside.rsplit(".", 1)[-1] not in text:
+            return True  # no import can name it (a relative one spells its last part too)
+        bound = self.index.import_bindings(path, module, is_package)
+        return bound is not None and not any(
+            name == inside or name.startswith(f"{inside}.") for name in bound)
 
     def derives_from(self, cls: ClassInfo, base: ClassInfo, depth: int = 0) -> bool:
         if depth > MAX_DEPTH:

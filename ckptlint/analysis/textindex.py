@@ -9,6 +9,7 @@ parsed file.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ckptlint.analysis.project import Project
 from ckptlint.storage.plain_data import ShapeError, want_list, want_str, want_strs
+from ckptlint.syntax.modnames import resolve_relative
 
 # `class Name(bases):` (the bases may span lines); the names in the bases, keywords left out.
 # Both statement patterns must start a line after indentation: `line_starts` checks that
@@ -64,6 +66,32 @@ class TextIndex:
                     pending.append(subclass)
         return sorted(path for path in files
                       if defining.search(self.project.source_text(path) or ""))
+
+    def import_bindings(self, path: Path, module: str, is_package: bool) -> set[str] | None:
+        """The qualified names the file's import statements bind, at any depth, as the scope
+        builder binds them (`import a.b`: `a`; `import a.b as c`: `a.b`; `from .m import x`:
+        `pkg.m.x`), from CPython's `ast`; None when it cannot tell (a star import, not parsed).
+        (`ast` normalises identifiers (NFKC): a name written in ASCII reads the same.)"""
+        text = self.project.source_text(path)
+        if text is None:
+            return None
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        bound: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound.update(alias.name if alias.asname else alias.name.split(".")[0]
+                             for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if any(alias.name == "*" for alias in node.names):
+                    return None
+                base = resolve_relative(module, is_package, node.level, node.module) \
+                    if node.level else node.module or ""
+                if base:
+                    bound.update(f"{base}.{alias.name}" for alias in node.names)
+        return bound
 
     def decorated_files(self, name: str) -> list[Path]:
         """Files with a line `@name` (or `@something.name`)."""
