@@ -448,3 +448,27 @@ def test_a_script_changing_a_global_between_checkpoint_and_backward_names_that_c
     assert finding.code == "CKP201"
     assert [(c["row"], c["phase"], c["because"]) for c in finding.data["changes"]] == [
         (14, "step", "training")]
+
+
+def test_a_confined_override_search_parses_only_subclass_files_importing_from_inside(tmp_path):
+    """Resolving inside framework code is confined to one module: a subclass elsewhere
+    counts only through an import of a name inside that module, so a file without one is
+    not parsed (CPython's `ast` reads its imports) and the answer is the same."""
+    write(tmp_path, {
+        "torch/__init__.py": "", "torch/fx/__init__.py": "from .interpreter import Interpreter\n",
+        "torch/fx/interpreter.py": "class Interpreter:\n    def run(self):\n"
+                                   "        return self.run_node()\n",
+        "torch/elsewhere.py": "import torch.fx.interpreter\nfrom torch.fx import Interpreter\n"
+                              "class ByPackage(Interpreter):\n    def run_node(self): ...\n",
+        "torch/direct.py": "from torch.fx.interpreter import Interpreter\n"
+                           "class Direct(Interpreter):\n    def run_node(self): ...\n"})
+    project = Project([tmp_path])
+    resolver = Resolver(project)
+    module = module_of(project, tmp_path, "torch.fx.interpreter")
+    [cls] = [ClassInfo(module, scope.node, scope) for scope in module.scopes.scope_of.values()
+             if isinstance(scope.node, cst.ClassDef)]
+    with resolver.confined_to(module):
+        found = resolver.self_attribute(cls, "run_node", 0)
+    assert [value.owner.node.name.value for value in found] == ["Direct"]
+    parsed = {path.name for path, parsed in project._by_path.items() if parsed is not None}
+    assert "direct.py" in parsed and "elsewhere.py" not in parsed
