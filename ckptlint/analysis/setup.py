@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckptlint.screen.confirm import called_name
-from ckptlint.storage.plain_data import ShapeError, read_json, read_regular_file, want_strs
+from ckptlint.storage.plain_data import read_json, read_regular_file
 from ckptlint.syntax.modnames import resolve_relative
 
 if TYPE_CHECKING:
@@ -182,16 +182,17 @@ class SetupReader:
         With `wanted`, only the files whose words may state one of them (or name a DeepSpeed
         config) are parsed, those that must be stated first: a framework's thousands of files
         are parsed only when they may matter."""
-        files = universe = list(dict.fromkeys(files))
+        universe = list(dict.fromkeys(files))
+        reading = universe
         if wanted is not None:
             needed = sorted(wanted - CLEARING_FACTS,
-                            key=lambda fact: (self.candidate_bytes(files, fact), fact))
-            if not all(self.stated_somewhere(files, fact) for fact in needed):
+                            key=lambda fact: (self.candidate_bytes(universe, fact), fact))
+            if not all(self.stated_somewhere(universe, fact) for fact in needed):
                 return TrainingSetup()
-            files = self.may_state(files, wanted | {NAMED})
+            reading = self.may_state(universe, wanted | {NAMED})
         stating: list[_Collected] = []
         named = False
-        for path in files:
+        for path in reading:
             found = self.facts_of(path)
             named |= found.ds_configs_named
             if found.facts:
@@ -230,7 +231,7 @@ class SetupReader:
                    for path in self.may_state(files, {fact}))
 
     def may_state(self, files: list[Path], facts: Iterable[str]) -> list[Path]:
-        """The `files` whose text may state one of `facts` (each a `_FACT_WORDS` key). A file
+        """The `files` whose text may state one of `facts` (as `_SETUP_WORDS` names them). A file
         with any setup word is a dependency of the answer, read or not (an edit there may
         change it)."""
         chosen = []
@@ -238,9 +239,7 @@ class SetupReader:
             words = self._words.get(path)
             if words is None:
                 text = self.project.source_text(path)
-                words = self._words[path] = frozenset(self.project.summaries.fact(
-                    text, "setup_words", setup_words, sorted, stored_words)) if text else \
-                    frozenset()
+                words = self._words[path] = frozenset(setup_words(text) if text else ())
                 if words:
                     self.read_paths.add(path)
             if not words.isdisjoint(facts):
@@ -266,7 +265,7 @@ class SetupReader:
         `str.find` each), so a site file few modules import costs a few text searches, not
         the import graph of a whole framework. None: too many lead to it."""
         if site_file not in self._importers:
-            found: set[Path] | None = {site_file}
+            found = {site_file}
             pending = [site_file]
             for _ in range(MAX_BACKWARD_STEPS):
                 if not pending:
@@ -278,11 +277,9 @@ class SetupReader:
                             and target in self.imports_of(path):
                         found.add(path)
                         pending.append(path)
-            else:
-                found = None if pending else found
-            self._importers[site_file] = frozenset(found) if found is not None else None
+            self._importers[site_file] = None if pending else frozenset(found)
             self.read_paths |= set(universe) - self.followed_files()
-            self.read_paths |= found or set()
+            self.read_paths |= found
         return self._importers[site_file]
 
     def may_import(self, path: Path, named_as: str, target: Path) -> bool:
@@ -534,7 +531,7 @@ def parse(text: str) -> ast.Module | None:
 
 
 def setup_words(text: str) -> set[str]:
-    """The facts (and `NAMED`) a Python text may state, by the words in it."""
+    """The facts (and `NAMED`) a Python text may state, by the words in it (`_SETUP_WORDS`)."""
     lowered = text.lower()
     found: set[str] = set()
     for word, inside_word, follows, facts in _SETUP_WORDS:
@@ -550,13 +547,6 @@ def setup_words(text: str) -> set[str]:
                 break
             start = lowered.find(word, start + 1)
     return found
-
-
-def stored_words(data: object) -> set[str]:
-    words = set(want_strs(data, "setup words"))
-    if not words <= {fact for *_, facts in _SETUP_WORDS for fact in facts}:
-        raise ShapeError("setup words: unknown fact")
-    return words
 
 
 def import_statements(text: str) -> Iterator[ast.Module]:
