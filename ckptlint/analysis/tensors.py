@@ -105,7 +105,7 @@ class TensorInference:
         self._params = self.tensor_params()
         # Where names are read: only bindings that can reach this node count (None: all).
         self._point: cst.CSTNode | None = None
-        self._order: dict[int, tuple[int, tuple[int, ...]]] | None = None
+        self._order: tuple[dict[int, tuple[int, tuple[int, ...]]], dict[int, int]] | None = None
 
     def tensor_params(self) -> set[str]:
         node = self.function_node
@@ -214,15 +214,24 @@ class TensorInference:
             return NONE
         return NONE
 
+    def reaching_at(self, scope: Scope, name: str, point: cst.CSTNode) -> list[Binding]:
+        """The bindings of `name` that can reach `point`, a node of this function (`reaching`)."""
+        previous, self._point = self._point, point
+        try:
+            return self.reaching(scope, name)
+        finally:
+            self._point = previous
+
     def reaching(self, scope: Scope, name: str) -> list[Binding]:
         """The bindings of `name` that can reach the current point: the last unconditional one
-        above it and any conditional ones after that, and those later in a loop that holds
-        both. Without a point, or for a name of another scope: those live at the scope's end."""
+        that completes above it (`x = f(x)` does not reach its own `f(x)`) and any conditional
+        ones after that, and those later in a loop that holds both. Without a point, or for a
+        name of another scope: those live at the scope's end."""
         point = self._point
         bindings = scope.lookup(name, live=False)
         if point is None or any(b.scope is not self.function_scope for b in bindings):
             return live_bindings(bindings)
-        order = self.statement_order()
+        order, ends = self.statement_order()
         read = order.get(id(point))
         if read is None:
             return live_bindings(bindings)
@@ -231,14 +240,18 @@ class TensorInference:
         carried: list[Binding] = []
         for binding in bindings:
             where = order.get(id(binding.node))
-            if binding.kind == BindingKind.PARAM or where is None or where[0] < index:
+            if binding.kind == BindingKind.PARAM or where is None:
+                above.append(binding)
+            elif where[0] < index and (binding.kind == BindingKind.FOR
+                                       or ends[id(binding.node)] <= index):
                 above.append(binding)
             elif set(where[1]) & set(loops):
                 carried.append(binding)
         return live_bindings(above) + carried
 
-    def statement_order(self) -> dict[int, tuple[int, tuple[int, ...]]]:
-        """For each node of the function: (its place in source order, the loops around it)."""
+    def statement_order(self) -> tuple[dict[int, tuple[int, tuple[int, ...]]], dict[int, int]]:
+        """For each node of the function: (its place in source order, the loops around it);
+        and where each node's descendants end (`order_of_nodes`)."""
         if self._order is None:
             self._order = order_of_nodes(self.function_node)
         return self._order
@@ -296,6 +309,7 @@ class TensorInference:
 class _NodeOrder(Visitor):
     def __init__(self) -> None:
         self.order: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.ends: dict[int, int] = {}
         self.loops: list[int] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -307,14 +321,16 @@ class _NodeOrder(Visitor):
     def on_leave(self, node: cst.CSTNode) -> None:
         if isinstance(node, (cst.For, cst.While)):
             self.loops.pop()
+        self.ends[id(node)] = len(self.order)
 
 
-def order_of_nodes(function: cst.CSTNode) -> dict[int, tuple[int, tuple[int, ...]]]:
+def order_of_nodes(function: cst.CSTNode) -> tuple[dict[int, tuple[int, tuple[int, ...]]],
+                                                   dict[int, int]]:
     """Each node's place in source order and the ids of the loops around it (a loop's own
-    test and body included)."""
+    test and body included); and for each node, the place just after its last descendant."""
     walker = _NodeOrder()
     walker.walk(function)
-    return walker.order
+    return walker.order, walker.ends
 
 
 # Namespaces whose functions compute tensors (anything else in torch is left unknown).

@@ -105,7 +105,8 @@ class ArgumentMutation(SegmentRule):
         if write.once_guarded or (write.grad_guarded and mode != Mode.NON_REENTRANT):
             return None
         root = root_name(write.target)
-        if root is None or root.value not in held or not only_parameter(reached, root):
+        if root is None or root.value not in held \
+                or not holds_parameter(self.context, reached, root.value, write.node):
             return None
         if write.how == WriteKind.ITEM or write.method in ("add", "setdefault", "append"):
             if compact(write.target) in memo:
@@ -159,12 +160,21 @@ class ArgumentMutation(SegmentRule):
         return HF_CLEARED_CACHES
 
 
-def only_parameter(reached: Reached, name: cst.Name) -> bool:
-    """The name is bound in its function only as the parameter (never reassigned, so what
-    it holds is the object passed in; `x += y` keeps a tensor's identity)."""
-    bindings = reached.scope.bindings.get(name.value, [])
-    return any(b.kind == BindingKind.PARAM for b in bindings) and all(
-        b.kind in (BindingKind.PARAM, BindingKind.AUGASSIGN) for b in bindings)
+def holds_parameter(context: RuleContext, reached: Reached, name: str,
+                    point: cst.CSTNode, depth: int = 0) -> bool:
+    """At `point`, the name still holds what was passed for the parameter of that name: every
+    binding that can reach the point is the parameter, or an `x += y` (which keeps a tensor's
+    identity) reached only by such bindings. A reassignment later in the function (`mask =
+    mask & other` after `self.sub(mask)`) does not count."""
+    if depth > 8 or not any(b.kind == BindingKind.PARAM
+                            for b in reached.scope.bindings.get(name, [])):
+        return False
+    reaching = context.tensors(reached).reaching_at(reached.scope, name, point)
+    return bool(reaching) and all(
+        binding.kind == BindingKind.PARAM
+        or binding.kind == BindingKind.AUGASSIGN
+        and holds_parameter(context, reached, name, binding.node, depth + 1)
+        for binding in reaching)
 
 
 def passed_parameters(context: RuleContext, segment: Segment,
@@ -188,7 +198,7 @@ def passed_parameters(context: RuleContext, segment: Segment,
         for call in facts.calls:
             given = {index: arg.value.value for index, arg in enumerate(call.node.args)
                      if isinstance(arg.value, cst.Name) and arg.value.value in held
-                     and only_parameter(reached, arg.value)}
+                     and holds_parameter(context, reached, arg.value.value, call.node)}
             if not given:
                 continue
             callees = context.segments.resolve_call(call.node, reached.function, call.scope)

@@ -14,7 +14,7 @@ from functools import partial
 
 import libcst as cst
 
-from ckptlint.analysis.scopes import ASSIGNED, BindingKind, Scope, ScopeKind
+from ckptlint.analysis.scopes import ASSIGNED, Binding, BindingKind, Scope, ScopeKind
 from ckptlint.analysis.segment import Reached, Segment, import_qualnames, is_framework
 from ckptlint.analysis.tensors import METADATA_ATTRS, STRONG, WEAK, TensorInference
 from ckptlint.checks.argument_mutation import is_method, passed_parameters
@@ -129,19 +129,20 @@ class DataDependentShape(SegmentRule):
     def check(self, segment: Segment) -> Iterator[Finding]:
         inputs = passed_parameters(self.context, segment)
         for reached, _ in self.functions(segment):
-            stable = ReplayStable(reached, frozenset(inputs.get(id(reached.node), {})))
+            inference = self.context.tensors(reached)
+            stable = ReplayStable(reached, inference,
+                                  frozenset(inputs.get(id(reached.node), {})))
             ops = self.context.memo.get(("shape-ops", id(reached.node)),
                                         partial(ShapeOps, reached))
-            inference = self.context.tensors(reached)
             seen: set[int] = set()
             found: list[tuple[cst.CSTNode, str]] = []
             for call, scope in ops.calls:
                 shaped = self.call_op(call, scope, inference)
-                if shaped is not None and not stable.expression(shaped[1], scope):
+                if shaped is not None and not stable.at(shaped[1], scope, call):
                     found.append((call, shaped[0]))
             for subscript, scope in ops.subscripts:
                 mask = self.mask(subscript, scope, inference)
-                if mask is not None and not stable.expression(mask, scope):
+                if mask is not None and not stable.at(mask, scope, subscript):
                     found.append((subscript, "boolean-mask"))
             for node, op in found:
                 row = reached.module.start(node).row
@@ -284,14 +285,29 @@ class ReplayStable:
     """Whether an expression comes out the same in the replay: it is computed only from the
     segment's inputs (parameters holding what was passed in), constants, `self` attributes
     (state that changes is CKP201's business) and metadata, through `EXACT_OPS`. A learned
-    computation (a module call, `@`, `softmax`) or module-level state is not."""
+    computation (a module call, `@`, `softmax`) or module-level state is not.
 
-    def __init__(self, reached: Reached, inputs: frozenset[str]) -> None:
+    A name is read in execution order: what it holds where it is read is what its bindings
+    that reach that point assigned (the last one before it; after branches, each branch's),
+    so `mask = mask & routed` after a use does not change what the use read."""
+
+    def __init__(self, reached: Reached, inference: TensorInference,
+                 inputs: frozenset[str]) -> None:
         self.reached = reached
+        self.inference = inference
         self.inputs = inputs
+        self.point: cst.CSTNode = reached.node
         params = reached.node.params
         positional = [*params.posonly_params, *params.params]
         self.self_name = positional[0].name.value if is_method(reached) and positional else None
+
+    def at(self, expr: cst.BaseExpression, scope: Scope, point: cst.CSTNode) -> bool:
+        """Whether `expr`, evaluated at `point` (a node of the function), is stable."""
+        previous, self.point = self.point, point
+        try:
+            return self.expression(expr, scope)
+        finally:
+            self.point = previous
 
     def expression(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         if depth > 12:
@@ -366,7 +382,7 @@ class ReplayStable:
     def name(self, name: cst.Name, scope: Scope, depth: int) -> bool:
         if name.value in CONSTANT_NAMES:
             return True
-        bindings = scope.lookup(name.value)
+        bindings = self.inference.reaching_at(scope, name.value, self.point)
         if not bindings:
             return False
         for binding in bindings:
@@ -378,6 +394,14 @@ class ReplayStable:
                     return False
             elif binding.scope.kind == ScopeKind.MODULE or binding.kind not in ASSIGNED \
                     or binding.value is None \
-                    or not self.expression(binding.value, binding.scope, depth):
+                    or not self.at_binding(binding, depth):
                 return False
         return True
+
+    def at_binding(self, binding: Binding, depth: int) -> bool:
+        """The value a binding assigned, read where it was assigned."""
+        previous, self.point = self.point, binding.node
+        try:
+            return self.expression(binding.value, binding.scope, depth)
+        finally:
+            self.point = previous
