@@ -393,15 +393,18 @@ class ReplayStable:
                 if not self.counted(binding.value, binding.scope, depth):
                     return False
             elif binding.scope.kind == ScopeKind.MODULE or binding.kind not in ASSIGNED \
-                    or binding.value is None \
                     or not self.at_binding(binding, depth):
                 return False
         return True
 
     def at_binding(self, binding: Binding, depth: int) -> bool:
-        """The value a binding assigned, read where it was assigned."""
+        """The value a binding assigned (or the value it was unpacked from: `batch, length, _
+        = x.shape`), read where it was assigned."""
+        value = binding.value if binding.value is not None else binding.unpacked
+        if value is None:
+            return False
         previous, self.point = self.point, binding.node
         try:
-            return self.expression(binding.value, binding.scope, depth)
+            return self.expression(value, binding.scope, depth)
         finally:
             self.point = previous
