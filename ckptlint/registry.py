@@ -85,7 +85,7 @@ RULES: dict[str, RuleInfo] = {
                  "`use_reentrant=True` (also in transformers' checkpoint keywords), "
                  "`CheckpointImpl.REENTRANT`, or a reentrant-only wrapper (DeepSpeed, Megatron, "
                  "fairseq, fairscale)",
-                 CALL.with_fields({"decided_by": OneOf(("api", "checkpoint_impl",
+                 CALL.with_fields({"decided_by": OneOf(("api", "api_default", "checkpoint_impl",
                                                         "use_reentrant",
                                                         "checkpoint_kwargs", "passed_api"))},
                                   optional={"kwargs_keyword": STR, "passed_api": STR})),

@@ -39,10 +39,13 @@ class Mode(TextEnum):
     TORCH = "torch"  # `use_reentrant` decides; missing means reentrant (torch warns)
     REENTRANT = "reentrant"  # for an API: always reentrant, whatever is passed
     NON_REENTRANT = "non-reentrant"  # for an API: unless `use_reentrant=True` is passed
+    # For an API: reentrant unless `use_reentrant=False` is passed (its own default, no
+    # warning: TransformerEngine's `checkpoint`).
+    REENTRANT_DEFAULT = "reentrant-default"
     UNKNOWN = "unknown"
 
 
-API_MODES = (Mode.TORCH, Mode.REENTRANT, Mode.NON_REENTRANT)
+API_MODES = (Mode.TORCH, Mode.REENTRANT, Mode.NON_REENTRANT, Mode.REENTRANT_DEFAULT)
 SITE_MODES = (Mode.REENTRANT, Mode.NON_REENTRANT, Mode.UNKNOWN)
 
 
@@ -50,6 +53,12 @@ SITE_MODES = (Mode.REENTRANT, Mode.NON_REENTRANT, Mode.UNKNOWN)
 # what `CheckpointWithoutOutput()` returns, and `CheckpointWithoutOutput.().checkpoint` its
 # method.
 INSTANCE = "()"
+
+# Keywords the torch checkpoint itself consumes (everything else goes to the function).
+CHECKPOINT_KEYWORDS = frozenset({
+    "use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug",
+    "early_stop",
+})
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,11 @@ class CheckpointApi:
     preserve_rng_index: int | None = None
     # A method of an instance of the class named by `qualname` minus its last part.
     method: bool = False
+    # The keywords the API consumes itself; the others go to the checkpointed function.
+    own_keywords: frozenset[str] = CHECKPOINT_KEYWORDS
+    # In reentrant mode it still passes keyword arguments on to the function and accepts
+    # `context_fn`/`debug` (torch's reentrant checkpoint rejects them).
+    passes_keywords: bool = False
 
     @property
     def key(self) -> str:
@@ -85,6 +99,11 @@ _WRAPPER_MODULE = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
 
 _FUNCTION, _SEQUENTIAL, _WRAPPER = SiteKind.FUNCTION, SiteKind.SEQUENTIAL, SiteKind.WRAPPER
 _MEGATRON = "megatron.core.tensor_parallel"
+_TRANSFORMER_ENGINE = "transformer_engine.pytorch"
+# TransformerEngine's `checkpoint(function, *args, **kwargs)` pops these before calling
+# `function(*args, **kwargs)` (docs/torch-facts.md, "Other libraries").
+_TE_KEYWORDS = CHECKPOINT_KEYWORDS | {"distribute_saved_activations", "tp_group",
+                                      "get_rng_state_tracker"}
 _FAIRSCALE = "fairscale.nn.checkpoint"
 BUILTIN_APIS: dict[str, CheckpointApi] = {
     api.key: api
@@ -115,6 +134,10 @@ BUILTIN_APIS: dict[str, CheckpointApi] = {
              method=True),
         _api(f"{_MEGATRON}.random.CheckpointWithoutOutput.checkpoint", _FUNCTION,
              Mode.REENTRANT, method=True),
+        _api(f"{_TRANSFORMER_ENGINE}.checkpoint", _FUNCTION, Mode.REENTRANT_DEFAULT,
+             own_keywords=_TE_KEYWORDS, passes_keywords=True),
+        _api(f"{_TRANSFORMER_ENGINE}.distributed.checkpoint", _FUNCTION,
+             Mode.REENTRANT_DEFAULT, own_keywords=_TE_KEYWORDS, passes_keywords=True),
         _api("fairseq.modules.checkpoint_activations.checkpoint_wrapper", _WRAPPER,
              Mode.REENTRANT),
         # fairscale's wrapper runs the module through its own reentrant autograd Function.
@@ -261,13 +284,6 @@ APPLY_METHOD = "apply"
 
 # `checkpoint_wrapper(..., checkpoint_impl=CheckpointImpl.REENTRANT)`.
 REENTRANT_IMPL = f"{_WRAPPER_MODULE}.CheckpointImpl.REENTRANT"
-
-# Keywords the torch checkpoint itself consumes (everything else goes to the function).
-CHECKPOINT_KEYWORDS = frozenset({
-    "use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug",
-    "early_stop",
-})
-
 
 def api_table(configured: dict[str, str]) -> dict[str, CheckpointApi]:
     """Built-in APIs plus `[tool.ckptlint] checkpoint-functions` (user entries win)."""

@@ -888,6 +888,8 @@ class SiteFinder(Visitor):
             site.mode, site.mode_source = Mode.UNKNOWN, ModeSource.UNKNOWN
         elif api.mode == Mode.TORCH:
             site.mode, site.mode_source = Mode.REENTRANT, ModeSource.IMPLICIT
+        elif api.mode == Mode.REENTRANT_DEFAULT:
+            site.mode, site.mode_source = Mode.REENTRANT, ModeSource.API
         else:
             site.mode, site.mode_source = Mode.NON_REENTRANT, ModeSource.API
 

@@ -251,7 +251,8 @@ def left_at_default(segment: Segment, reached: Reached) -> frozenset[str]:
     if target is None or not isinstance(target.value, (cst.Name, cst.Attribute, cst.Subscript)):
         return frozenset()
     passed_positionally = len(arguments.positional) - target_index - 1
-    passed_by_keyword = {name for name in arguments.keywords if name not in CHECKPOINT_KEYWORDS}
+    own = site.api.own_keywords if site.api else CHECKPOINT_KEYWORDS
+    passed_by_keyword = {name for name in arguments.keywords if name not in own}
     params = reached.node.params
     positional = [*params.posonly_params, *params.params]
     if is_method(reached) and positional:

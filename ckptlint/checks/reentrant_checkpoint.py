@@ -13,10 +13,13 @@ class ReentrantCheckpoint(SiteRule):
     """Checkpoint explicitly or inherently in reentrant mode."""
 
     code = "CKP101"
-    message = ("{decided_by:phrase}, which drops gradients when no input requires grad and "
-               "rejects keyword arguments; prefer non-reentrant checkpointing")
+    # Whether keyword arguments are rejected depends on the API (TransformerEngine passes them
+    # on): CKP103 reports the calls that pass them.
+    message = ("{decided_by:phrase}, which drops gradients when no input requires grad; prefer "
+               "non-reentrant checkpointing")
     phrases = {"decided_by": {
         "api": "`{api}` always checkpoints in reentrant mode",
+        "api_default": "`{api}` checkpoints in reentrant mode unless given `use_reentrant=False`",
         "passed_api": "`{passed_api}`, passed to `{api}`, checkpoints in reentrant mode",
         "checkpoint_impl": "`CheckpointImpl.REENTRANT` checkpoints in reentrant mode",
         "use_reentrant": "`use_reentrant=True` checkpoints in reentrant mode",
@@ -40,7 +43,8 @@ class ReentrantCheckpoint(SiteRule):
                                            "passed_api": site.passed_api})
             return
         if site.mode_source == ModeSource.API:
-            decided_by = "api"
+            default = site.api is not None and site.api.mode == Mode.REENTRANT_DEFAULT
+            decided_by = "api_default" if default else "api"
         elif site.kind in (SiteKind.WRAPPER, SiteKind.APPLY, SiteKind.ENTRY):
             decided_by = "checkpoint_impl"
         else:

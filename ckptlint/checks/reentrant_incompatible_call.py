@@ -46,7 +46,10 @@ class ReentrantIncompatibleCall(SiteRule):
             taken = site.hand_rolled.keywords
             rejected = [] if taken is None else sorted(k for k in keywords if k not in taken)
             return [{"kind": "apply_keywords", "keywords": rejected}] if rejected else []
-        passed_on = sorted(k for k in keywords if k not in apis.CHECKPOINT_KEYWORDS)
+        if site.api is not None and site.api.passes_keywords:
+            return []
+        own = site.api.own_keywords if site.api is not None else apis.CHECKPOINT_KEYWORDS
+        passed_on = sorted(k for k in keywords if k not in own)
         problems = [{"kind": "keywords", "keywords": passed_on}] if passed_on else []
         problems.extend({"kind": "option", "option": option}
                         for option in ("context_fn", "debug") if option in keywords)
