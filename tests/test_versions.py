@@ -181,6 +181,19 @@ def test_trl_configurations_follow_each_trl_release(tmp_path, trl, switch, repor
         assert "releases before 0.27 keep transformers' default" in finding["message"]
 
 
+def test_trl_configurations_say_nothing_when_the_trl_release_is_unknown(
+        tmp_path, transformers_not_installed):
+    """trl's releases disagree (from 0.27 they set `use_reentrant=False`): with no trl
+    declared, configured or installed, CKP104 stays silent about its configurations, while
+    transformers' own enabling call in the same project is still reported."""
+    switched_on = TRL_TRAINING.format(switch=", gradient_checkpointing=True")
+    root = project(tmp_path, {"train.py": switched_on, "model.py": ENABLE},
+                   'versions = {transformers = "4.46.0"}\n')
+    assert ckp104(root) == []
+    result = run_cli("model.py", "--format", "json", "--no-cache", cwd=root)
+    assert [f["code"] for f in json.loads(result.stdout)] == ["CKP104"]
+
+
 @pytest.mark.parametrize(("declared", "reported"), [
     ('["trl>=0.20", "transformers>=4.40,<5"]', True),
     ('["trl>=0.27", "transformers>=4.40,<5"]', False),

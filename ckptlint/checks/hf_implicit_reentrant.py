@@ -8,6 +8,7 @@ from ckptlint.checks.base import SiteRule
 from ckptlint.checks.mode_conflicts_with_setup import KEEPS_REENTRANT_BECAUSE, requires_reentrant
 from ckptlint.findings import Finding, Fix
 from ckptlint.fix.edits import add_dict_entry, add_keyword
+from ckptlint.versions import Source
 
 FIX_MESSAGE = "Pass `use_reentrant=False` in `gradient_checkpointing_kwargs`"
 KEEP_REENTRANT_MESSAGE = ("Pass `use_reentrant=True` in `gradient_checkpointing_kwargs` "
@@ -67,6 +68,8 @@ class HfImplicitReentrant(SiteRule):
         library = {"library": "transformers"}
         if request.call == HfCall.TRL:
             trl = self.context.versions("trl")
+            if trl.source == Source.UNKNOWN:
+                return  # trl's releases differ (from 0.27 non-reentrant): nothing to say
             # On (passed, or by default from 0.22) in a release that keeps transformers' default.
             low = () if request.switch_passed else TRL_ON_BY_DEFAULT
             if not trl.admits_between(low, TRL_FIRST_NON_REENTRANT):
