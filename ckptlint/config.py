@@ -39,6 +39,11 @@ class ConfigError(Exception):
 class Config:
     root: Path = field(default_factory=Path.cwd)  # folder of the config file, else cwd
     path: Path | None = None  # the pyproject.toml (or --config file) read, if any
+    # The folder of the linted files' project, whose declared dependencies and training setup
+    # are read: the config file's folder, else the current directory or, for a path outside
+    # it, the nearest folder above it that holds a project file (`nearest_project`); None:
+    # `root`.
+    project: Path | None = None
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -118,6 +123,10 @@ class Config:
     @property
     def excludes(self) -> tuple[str, ...]:
         return (*self.exclude, *self.extend_exclude)
+
+    @property
+    def project_root(self) -> Path:
+        return self.project if self.project is not None else self.root
 
     @property
     def import_roots(self) -> tuple[Path, ...]:
@@ -207,8 +216,33 @@ def load_config(paths: list[str] | None = None, config_file: str | None = None) 
         start = start.parent
     found = find_config_file(start)
     if found is None:
-        return Config()
+        return Config(project=nearest_project(start))
     return read_config(found, required=True)
+
+
+# Files that make a folder a project's: where its dependencies are declared.
+PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+def nearest_project(start: Path) -> Path:
+    """Without a config file, the project of the files linted: the current directory when
+    `start` is inside it (as before); else the nearest folder upward from `start` holding a
+    project file (or a `requirements*.txt`), or `start`'s own folder when none does, never
+    the current directory, which is another project's."""
+    folder = start.resolve()
+    if not os.path.isdir(folder):
+        folder = folder.parent
+    here = Path.cwd().resolve()
+    if folder.is_relative_to(here):
+        return here
+    for candidate in (folder, *folder.parents):
+        try:
+            if any(os.path.isfile(candidate / name) for name in PROJECT_FILES) \
+                    or any(candidate.glob("requirements*.txt")):
+                return candidate
+        except OSError:  # a folder we may not read
+            continue
+    return folder
 
 
 def read_config(path: Path, required: bool, named_on_command_line: bool = False) -> Config:
@@ -232,7 +266,7 @@ def read_config(path: Path, required: bool, named_on_command_line: bool = False)
 def parse_table(table: dict[str, Any], path: Path, named_on_command_line: bool = False) -> Config:
     root = path.parent.resolve()
     reader = _Reader(table, path)
-    settings: dict[str, Any] = {"root": root, "path": path,
+    settings: dict[str, Any] = {"root": root, "path": path, "project": root,
                                 "named_on_command_line": named_on_command_line}
     for key in table:
         if key not in _KEYS:

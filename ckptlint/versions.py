@@ -119,7 +119,7 @@ def versions_in_force(config: Config, package: str = "transformers") -> Versions
     if configured is not None:
         return Versions((f"=={configured}",), Source.CONFIG,
                         str(config.path) if config.path is not None else "configuration")
-    declared = declared_ranges(config.root, package)
+    declared = declared_ranges(config.project_root, package)
     if declared is not None:
         return declared
     installed = installed_version(package)

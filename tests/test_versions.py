@@ -181,6 +181,31 @@ def test_trl_configurations_follow_each_trl_release(tmp_path, trl, switch, repor
         assert "releases before 0.27 keep transformers' default" in finding["message"]
 
 
+@pytest.mark.parametrize(("linted", "reported"), [
+    ('[project]\nname = "a"\ndependencies = ["transformers>=5"]\n', False),
+    (None, True),  # no project file: unknown, never the current directory's range
+])
+def test_declared_versions_come_from_the_linted_files_project_not_the_current_directory(
+        tmp_path, transformers_not_installed, linted, reported):
+    """Without a `[tool.ckptlint]` table anywhere, the project whose dependencies count is
+    the linted file's (the nearest folder above it with a project file), not the folder
+    ckptlint runs in."""
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "pyproject.toml").write_text(
+        '[project]\nname = "here"\ndependencies = ["transformers>=4.40,<5"]\n')
+    other = tmp_path / "other" / "pkg"
+    other.mkdir(parents=True)
+    if linted is not None:
+        (other.parent / "pyproject.toml").write_text(linted)
+    (other / "train.py").write_text(ENABLE)
+    result = run_cli("../other/pkg/train.py", "--format", "json", "--no-cache", cwd=here)
+    findings = [f for f in json.loads(result.stdout) if f["code"] == "CKP104"]
+    assert bool(findings) == reported
+    if reported:
+        assert findings[0]["data"]["version_source"] == "unknown"
+
+
 def test_trl_configurations_say_nothing_when_the_trl_release_is_unknown(
         tmp_path, transformers_not_installed):
     """trl's releases disagree (from 0.27 they set `use_reentrant=False`): with no trl

@@ -53,7 +53,7 @@ class RuleContext:
 
     def __post_init__(self) -> None:
         self.dependencies = self.project.dependencies
-        self.setup_reader = SetupReader(self.config.root, self.project)
+        self.setup_reader = SetupReader(self.config.project_root, self.project)
 
     @classmethod
     def for_run(cls, config: Config, project: Project, resolver: Resolver) -> RuleContext:
@@ -72,8 +72,9 @@ class RuleContext:
         path = path.resolve()
 
         def read() -> TrainingSetup:
-            files = [*self.project.source_files(),
-                     *self.memo.get(("scripts",), lambda: setup_scripts(self.config.root)), path]
+            scripts = self.memo.get(("scripts",),
+                                    lambda: setup_scripts(self.config.project_root))
+            files = [*self.project.source_files(), *scripts, path]
             found = self.setup_reader.setup(files, path, wanted)
             self.dependencies.record_all(self.setup_reader.read_paths)
             return found

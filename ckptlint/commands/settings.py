@@ -45,5 +45,5 @@ def training_setup(config: Config, paths: list[str]):
     named = [Path(path).resolve() for path in paths
              if path.endswith(".py") and Path(path).is_file()]
     project = Project(list(config.import_roots))
-    return SetupReader(config.root, project).setup(
-        [*project.source_files(), *setup_scripts(config.root), *named])
+    return SetupReader(config.project_root, project).setup(
+        [*project.source_files(), *setup_scripts(config.project_root), *named])

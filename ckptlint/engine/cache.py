@@ -91,7 +91,7 @@ def environment_fingerprint(config) -> str:
             continue  # part of the configuration's fingerprint
         from ckptlint.versions import declared_ranges
 
-        declared = declared_ranges(config.root, package)
+        declared = declared_ranges(config.project_root, package)
         parts.append(f"{package} {declared.ranges}" if declared is not None
                      else f"{package} {installed_distributions(package)}")
     return "; ".join(parts)
