@@ -83,8 +83,9 @@ RULES: dict[str, RuleInfo] = {
         RuleInfo("CKP101", "reentrant-checkpoint", "warning", REENTRANT_PATH, NO_FIX,
                  "ckptlint.checks.reentrant_checkpoint:ReentrantCheckpoint",
                  "`use_reentrant=True` (also in transformers' checkpoint keywords), "
-                 "`CheckpointImpl.REENTRANT`, or a reentrant-only wrapper (DeepSpeed, Megatron, "
-                 "fairseq, fairscale)",
+                 "`CheckpointImpl.REENTRANT`, a reentrant-only wrapper (DeepSpeed, Megatron, "
+                 "fairseq, fairscale), or TransformerEngine's `checkpoint` without "
+                 "`use_reentrant=False`",
                  CALL.with_fields({"decided_by": OneOf(("api", "api_default", "checkpoint_impl",
                                                         "use_reentrant",
                                                         "checkpoint_kwargs", "passed_api"))},
