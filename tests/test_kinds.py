@@ -32,11 +32,13 @@ def test_a_member_reads_as_its_value_everywhere() -> None:
 def test_the_mode_strings_are_spelled_once() -> None:
     assert MODE.values == tuple(mode.value for mode in SITE_MODES) == (
         "reentrant", "non-reentrant", "unknown")
-    assert [mode.value for mode in API_MODES] == ["torch", "reentrant", "non-reentrant"]
+    assert [mode.value for mode in API_MODES] == ["torch", "reentrant", "non-reentrant",
+                                                  "reentrant-default"]
 
 
 def test_checkpoint_functions_take_an_api_mode_not_a_site_mode() -> None:
     table = {"checkpoint-functions": {"my.ckpt": "unknown"}}
     with pytest.raises(ConfigError, match="expected one of 'torch', 'reentrant', "
-                                          "'non-reentrant', got 'unknown'$"):
+                                          "'non-reentrant', 'reentrant-default', "
+                                          "got 'unknown'$"):
         parse_table(table, Path("pyproject.toml"))
