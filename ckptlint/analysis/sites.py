@@ -18,7 +18,7 @@ a mode (`use_reentrant=FLAG`) are followed into any project module.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -53,6 +53,7 @@ from ckptlint.analysis.scopes import (
 )
 from ckptlint.enums import TextEnum
 from ckptlint.findings import SiteRef, TargetRef
+from ckptlint.screen.confirm import has_word
 from ckptlint.syntax.modnames import resolve_relative
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
@@ -303,10 +304,11 @@ class SiteFinder(Visitor):
             self.sites.append(site)
 
     def hand_rolled_apply_site(self, node: cst.Call, scope: Scope) -> Site | None:
-        """`Cls.apply(fn, *args)` of a hand-written checkpoint class of this module: a
-        reentrant checkpoint of the function passed where the class's `forward` takes the
-        function it runs, with RNG preserved only when the class restores it. Only classes
-        of the same file: the screens pass a file for the class, not for its name."""
+        """`Cls.apply(fn, *args)` of a hand-written checkpoint class (of this file, another
+        project file, or a subclass of one that overrides neither `forward` nor
+        `backward`): a reentrant checkpoint of the function passed where the class's
+        `forward` takes the function it runs, with RNG preserved only when the class
+        restores it."""
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == apis.APPLY_METHOD):
             return None
@@ -314,9 +316,9 @@ class SiteFinder(Visitor):
         if len(values) != 1 or not isinstance(values[0], ClassValue):
             return None
         cls = values[0].cls
-        if self.scopes.scope_of.get(id(cls.node)) is not cls.scope or cls.scope.parent is None:
-            return None  # defined in another module
-        hand_rolled = self.hand_rolled(cls.node, cls.scope.parent)
+        if self.scopes.scope_of.get(id(cls.node)) is not cls.scope and not self.screened_class(cls):
+            return None
+        hand_rolled = self.class_hand_rolled(cls, 0)
         if hand_rolled is None or hand_rolled.function_index is None:
             return None
         api = CheckpointApi(f"{hand_rolled.qualname}.{apis.APPLY_METHOD}", SiteKind.FUNCTION,
@@ -325,6 +327,37 @@ class SiteFinder(Visitor):
                     arguments=self.arguments(node, scope, ()), mode=Mode.REENTRANT,
                     mode_source=ModeSource.API, preserve_rng_state=hand_rolled.restores_rng,
                     hand_rolled=hand_rolled)
+
+    def screened_class(self, cls: ClassInfo) -> bool:
+        """A class of another file is followed only when the screens pass this file for it:
+        its name is a word here and one of the project's possible hand-written checkpoint
+        classes (`TextIndex.hand_rolled_classes`)."""
+        name = cls.node.name.value
+        return (name in self.resolver.index.hand_rolled_classes()
+                and has_word(self.module.text, name))
+
+    def class_hand_rolled(self, cls: ClassInfo, depth: int) -> HandRolled | None:
+        """What `cls` handles, if it is a hand-written checkpoint or inherits `forward` and
+        `backward` from one (then named as `cls`)."""
+        if depth > MAX_ALIAS_DEPTH or cls.scope.parent is None:
+            return None
+        key = id(cls.node)
+        if key not in self._hand_rolled:
+            module = cls.module
+            self._hand_rolled[key] = hand_rolled_checkpoint(
+                module, cls.node, cls.scope.parent,
+                lambda expr, scope: self.qualnames(expr, module, scope, 0))
+        found = self._hand_rolled[key]
+        if found is not None or any(
+                isinstance(statement, cst.FunctionDef)
+                and statement.name.value in ("forward", "backward")
+                for statement in cls.node.body.body):
+            return found
+        for base in self.resolver.base_classes(cls):
+            inherited = self.class_hand_rolled(base, depth + 1)
+            if inherited is not None:
+                return replace(inherited, qualname=cls.qualname)
+        return None
 
     def hf_checkpoint_site(self, node: cst.Call, scope: Scope) -> Site | None:
         """`self._gradient_checkpointing_func(layer.__call__, ...)`, also through a name

@@ -198,7 +198,7 @@ class Run:
             key = keys.get(index)
             if key is not None and self.cache is not None and result.cacheable:
                 self.cache.store(result.display, *key, result.findings, result.sites,
-                                 result.dependencies, result.confirmed)
+                                 result.dependencies, result.confirmed or result.whole_project)
             ordered.append(result)
         if self.cache is not None:
             self.cache.save()

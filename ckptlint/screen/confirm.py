@@ -18,6 +18,11 @@ How `sites.py` finds a site, and what that requires of the file:
 - A hand-written checkpoint (`analysis/hand_rolled.py`): the word `Function` (its base, or
   the import binding an alias of it), and a `class` with bases, a `forward` and a `backward`
   holding `with <...>.enable_grad()` or `with <...>.set_grad_enabled(...)`.
+- `Cls.apply(...)` of a hand-written checkpoint class another project file defines (or a
+  subclass of one): `.apply` appears, and one of the names of the project's classes that may
+  be such a class (`textindex.TextIndex.hand_rolled_classes`, a whole-project fact asked only
+  of files with `.apply`) appears as a word. `sites.py` follows `.apply` into another file
+  only when the class's name is one of these and a word of the file.
 - A call (or class base) whose local qualified name is a checkpoint API, a segment base class,
   a training-arguments class or a library entry point (`apis.called_names`). Local qualified
   names start at an import binding and extend through aliases (`a = b`, walrus, `x if c else
@@ -55,10 +60,16 @@ SITE_METHODS = (apis.HF_CHECKPOINT_METHOD, *apis.HF_ENABLE_METHODS, *apis.ENTRY_
 WILDCARD = "*"
 # Is a dotted name a module of the project being linted?
 ProjectModules = Callable[[str], bool]
+# The names of the project's classes that may be hand-written checkpoints.
+ProjectClasses = Callable[[], frozenset[str]]
 
 
 def no_project_modules(dotted: str) -> bool:
     return False
+
+
+def no_project_classes() -> frozenset[str]:
+    return frozenset()
 
 
 
@@ -66,7 +77,8 @@ class SiteConfirmer:
     """Built once per configuration; `may_hold_site(tree, text, ...)` per file."""
 
     def __init__(self, table: Iterable[str], segment_bases: Iterable[str],
-                 project_modules: ProjectModules = no_project_modules) -> None:
+                 project_modules: ProjectModules = no_project_modules,
+                 project_classes: ProjectClasses = no_project_classes) -> None:
         table = list(table)
         segment_bases = tuple(segment_bases)
         targets = apis.called_names(table, segment_bases)
@@ -82,6 +94,13 @@ class SiteConfirmer:
                                          if part != apis.INSTANCE) for target in targets)
         self.triggers = frozenset(apis.trigger_names(table, segment_bases))
         self.project_modules = project_modules
+        self.project_classes = project_classes
+
+    def applies_project_class(self, text: str) -> bool:
+        """`.apply` and the name of a project class that may be a hand-written checkpoint
+        (see above): whatever the trigger words, such a file may hold a site."""
+        return has_attribute(text, apis.APPLY_METHOD) and any(
+            has_word(text, name) for name in self.project_classes())
 
     def may_hold_site_text(self, text: str, module_name: str = "") -> bool:
         """A necessary condition read from the text alone (no parse): cheaper, weaker.
@@ -134,6 +153,8 @@ class SiteConfirmer:
         if may_hand_roll(text) and any(type(node) is ast.ClassDef
                                        and reruns_in_backward(cast(ast.ClassDef, node))
                                        for node in iter_statements(tree)):
+            return True
+        if self.applies_project_class(text):
             return True
         bindings: list[tuple[str, str]] = []
         star = False
