@@ -261,7 +261,8 @@ class Analysis:
                                            site.api.qualname if site.api else site.kind.value,
                                            site.mode.value))
             for rule in self.site_rules:
-                result.findings.extend(rule.check_site(site))
+                if rule.at_wrapper_calls or not site.wrapper:
+                    result.findings.extend(rule.check_site(site))
         if not self.segment_rules:
             return
         segments = [self.context.segments.build(site) for site in sites
