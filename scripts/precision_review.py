@@ -8,8 +8,9 @@
 `lint` runs ckptlint (every code, CKP901 included) on each package folder in one process and
 writes `OUT_DIR/NAME.json`: `{"findings": [...], "sites": [...]}`. `sample` lists the segment
 findings (CKP2xx–4xx) and the hand-written checkpoints (CKP106) to review: all of them, or,
-for a code with more than `--per-code` findings, a random sample drawn with `random.Random(seed)` from the findings sorted by
-(package, file, row); the labels are then written by hand into docs/precision-labels.csv.
+for a code with more than `--per-code` findings, a random sample drawn with
+`random.Random(seed)` from the findings sorted by (package, file, row); the labels are then
+written by hand into docs/precision-labels.csv.
 `sites` finds every call of a checkpoint API's name in the packages' source (tokens, so comments
 and strings do not count) and says for each whether ckptlint analysed it (a site with resolved
 targets), reported CKP901 with a reason, or found nothing there. `summary` counts the labels per
