@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ckptlint.analysis.apis import APPLY_METHOD, api_table
+from ckptlint.analysis.apis import api_table
 from ckptlint.config import Config
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.messages import render
@@ -90,11 +90,11 @@ class Linter:
         return text_index(self.project).hand_rolled_classes()
 
     def asks_project_classes(self, text: str) -> bool:
-        """Does the screens' answer for this text depend on the project's classes (a file
-        calling `.apply`)?"""
-        from ckptlint.screen.confirm import has_attribute
+        """Does the screens' answer for this text depend on the project's classes (a name is
+        written before `.apply`)?"""
+        from ckptlint.screen.confirm import applied_names
 
-        return has_attribute(text, APPLY_METHOD)
+        return bool(applied_names(text))
 
     def may_hold_site(self, path: Path, text: str) -> bool:
         """The text tests: trigger words (`Prefilter`), then the import/attribute test; or
