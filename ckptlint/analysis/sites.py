@@ -378,11 +378,11 @@ class SiteFinder(Visitor):
         if len(values) != 1 or not isinstance(values[0], ClassValue):
             return None
         cls = values[0].cls
-        hand_rolled = self.class_hand_rolled(cls, 0)
-        if hand_rolled is None or hand_rolled.function_index is None:
-            return None
         if self.scopes.scope_of.get(id(cls.node)) is not cls.scope \
                 and not self.screened_class(cls, func.value):
+            return None
+        hand_rolled = self.class_hand_rolled(cls, 0)
+        if hand_rolled is None or hand_rolled.function_index is None:
             return None
         api = CheckpointApi(f"{hand_rolled.qualname}.{apis.APPLY_METHOD}", SiteKind.FUNCTION,
                             Mode.REENTRANT, target_index=hand_rolled.function_index)

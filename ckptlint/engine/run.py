@@ -228,9 +228,9 @@ class Run:
 
     def screen(self, todo: dict[int, int]) -> Iterable[tuple[int, Examined]]:
         if len(todo) >= self.CHUNKED_MIN_FILES:
-            # Known before the workers fork, the project's possible hand-written checkpoint
-            # classes are scanned for once, not once per worker (a large tree has files
-            # calling `.apply` in every chunk).
+            # Known before the workers fork (screening, then analysing), the project's possible
+            # hand-written checkpoint classes are scanned for once, not once per worker (a
+            # large tree has files calling `.apply` in every chunk).
             self.linter.hand_rolled_classes()
         pool = (self.new_pool(len(todo)) if len(todo) >= self.CHUNKED_MIN_FILES else None)
         if pool is None:
