@@ -101,7 +101,8 @@ RULES: dict[str, RuleInfo] = {
                  "`context_fn`/`debug`, tensors inside lists/dicts",
                  CALL.with_fields({"problems": ListOf(Obj(
                      {"kind": OneOf(("keywords", "apply_keywords", "option", "containers"))},
-                     {"keywords": ListOf(STR), "option": STR}))})),
+                     {"keywords": ListOf(STR), "option": STR})),
+                     "instead": OneOf(("use_reentrant", "torch_checkpoint"))})),
         RuleInfo("CKP104", "hf-implicit-reentrant", "warning", REENTRANT_PATH, UNSAFE_FIX,
                  "ckptlint.checks.hf_implicit_reentrant:HfImplicitReentrant",
                  "transformers `gradient_checkpointing_enable()` / "

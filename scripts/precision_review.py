@@ -7,9 +7,10 @@
 
 `lint` runs ckptlint (every code, CKP901 included) on each package folder in one process and
 writes `OUT_DIR/NAME.json`: `{"findings": [...], "sites": [...]}`. `sample` lists the segment
-findings (CKP2xx–4xx) to review: all of them, or, for a code with more than `--per-code`
-findings, a random sample drawn with `random.Random(seed)` from the findings sorted by
-(package, file, row); the labels are then written by hand into docs/precision-labels.csv.
+findings (CKP2xx–4xx) and the hand-written checkpoints (CKP106) to review: all of them, or,
+for a code with more than `--per-code` findings, a random sample drawn with
+`random.Random(seed)` from the findings sorted by (package, file, row); the labels are then
+written by hand into docs/precision-labels.csv.
 `sites` finds every call of a checkpoint API's name in the packages' source (tokens, so comments
 and strings do not count) and says for each whether ckptlint analysed it (a site with resolved
 targets), reported CKP901 with a reason, or found nothing there. `summary` counts the labels per
@@ -44,8 +45,12 @@ TABLE_START = "<!-- summary: scripts/precision_review.py summary -->"
 TABLE_END = "<!-- end summary -->"
 
 
-def is_segment_code(code: str) -> bool:
-    return code[3] in "234"
+# Codes reviewed finding by finding: the segment rules, and CKP106 (a claim about one class).
+REVIEWED_SITE_CODES = frozenset({"CKP106"})
+
+
+def is_reviewed_code(code: str) -> bool:
+    return code[3] in "234" or code in REVIEWED_SITE_CODES
 
 
 # -- lint ------------------------------------------------------------------------------------
@@ -96,7 +101,7 @@ def sample(results: dict[str, dict], seed: int, per_code: int) -> list[dict]:
     by_code: dict[str, list[dict]] = {}
     for name, result in results.items():
         for finding in result["findings"]:
-            if is_segment_code(finding["code"]):
+            if is_reviewed_code(finding["code"]):
                 by_code.setdefault(finding["code"], []).append({
                     "package": package_of(name),
                     "file": relative(finding["filename"], result["root"]),
@@ -178,7 +183,7 @@ def read_labels(path: Path = LABELS) -> list[dict]:
     for number, row in enumerate(rows, start=2):
         problem = (not row["package"] or not row["file"] or not row["row"].isdigit()
                    or len(row["code"]) != 6 or not row["code"].startswith("CKP")
-                   or not is_segment_code(row["code"]) or row["label"] not in VERDICTS
+                   or not is_reviewed_code(row["code"]) or row["label"] not in VERDICTS
                    or not row["reason"].strip())
         if problem:
             raise ValueError(f"{path}:{number}: malformed row {row}")

@@ -156,6 +156,30 @@ def test_any_project_change_invalidates_files_with_sites_only(project: Path) -> 
     assert result.stats["cached"] == 1  # clean.py; a.py holds a site: analysed again
 
 
+def test_a_class_becoming_a_hand_written_checkpoint_elsewhere_invalidates(
+        project: Path) -> None:
+    """A file calling `.apply` was screened against the project's classes: when another
+    file's class turns into a hand-written checkpoint, the file is screened again and its
+    call becomes a site (its dropout CKP302)."""
+    (project / "ckpt.py").write_text(
+        "import torch\n\n\nclass Recompute(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, fn, x):\n        ctx.fn = fn\n"
+        "        return fn(x)\n\n    @staticmethod\n    def backward(ctx, grad):\n"
+        "        return None, grad\n")
+    (project / "user.py").write_text(
+        "import torch.nn.functional as F\nfrom ckpt import Recompute\n\n\n"
+        "def noisy(x):\n    return F.dropout(x, 0.1, training=True)\n\n\n"
+        "def forward(x):\n    return Recompute.apply(noisy, x)\n")
+    assert codes(run(["user.py"])) == []
+    touch_later(project / "ckpt.py", (project / "ckpt.py").read_text().replace(
+        "        return None, grad\n",
+        "        with torch.enable_grad():\n            out = ctx.fn(ctx.x)\n"
+        "        return None, torch.autograd.grad(out, ctx.x, grad)[0]\n"))
+    result = run(["user.py"])
+    assert result.stats["cached"] == 0
+    assert codes(result) == [("user.py", 6, "CKP302")]
+
+
 def test_the_project_signature_covers_the_project_scan(project: Path) -> None:
     """Every file the whole-project questions read (`Project.source_files`) is part of the
     signature that invalidates analysed files: changing any of them changes it."""

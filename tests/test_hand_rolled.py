@@ -47,6 +47,26 @@ def test_reentrant_rule_is_not_repeated_at_the_class():
     assert reported(select="CKP101") == {}
 
 
+def test_an_apply_call_is_told_to_use_torch_checkpoint_not_a_keyword_it_lacks():
+    """`Cls.apply(...)` has no `use_reentrant` to switch: CKP103 advises torch's own
+    checkpoint instead of the class; a torch checkpoint call keeps the keyword advice."""
+    apply_sites = Path(__file__).parent / "fixtures" / "ckp106_apply_sites.py"
+    result = run_cli("--no-cache", "--select", "CKP103", "--format", "json", str(apply_sites),
+                     str(Path(__file__).parent / "fixtures" / "ckp103_reentrant_incompatible.py"),
+                     cwd=REPO)
+    findings = json.loads(result.stdout)
+    at_apply = [f for f in findings if f["filename"].endswith("ckp106_apply_sites.py")]
+    at_torch = [f for f in findings if not f["filename"].endswith("ckp106_apply_sites.py")]
+    assert at_apply and at_torch
+    for finding in at_apply:
+        assert finding["data"]["instead"] == "torch_checkpoint"
+        assert "`torch.utils.checkpoint.checkpoint(..., use_reentrant=False)` instead of " \
+               "the hand-written `SafeCheckpoint.apply`" in finding["message"]
+        assert "use `use_reentrant=False`" not in finding["message"]
+    assert {f["data"]["instead"] for f in at_torch} == {"use_reentrant"}
+    assert all(f["message"].endswith("use `use_reentrant=False`") for f in at_torch)
+
+
 def grads_of(run, *leaves: torch.Tensor) -> list[torch.Tensor]:
     torch.manual_seed(0)
     run().sum().backward()

@@ -291,3 +291,75 @@ def test_positions_match_position_provider_on_torch_files() -> None:
     assert TORCH is not None
     for relative in ("utils/checkpoint.py", "_higher_order_ops/wrap.py", "nn/modules/module.py"):
         assert_same_positions((TORCH / relative).read_text(encoding="utf-8"))
+
+
+HAND_ROLLED_CLASS = (
+    "import torch\n\n\n"
+    "class CheckpointFunction(torch.autograd.Function):\n"
+    "    @staticmethod\n"
+    "    def forward(ctx, run_function, *args):\n"
+    "        ctx.run_function = run_function\n"
+    "        ctx.save_for_backward(*args)\n"
+    "        with torch.no_grad():\n"
+    "            return run_function(*args)\n\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, *grads):\n"
+    "        inputs = [x.detach().requires_grad_(True) for x in ctx.saved_tensors]\n"
+    "        with torch.enable_grad():\n"
+    "            outputs = ctx.run_function(*inputs)\n"
+    "        torch.autograd.backward(outputs, grads)\n"
+    "        return (None,) + tuple(x.grad for x in inputs)\n")
+ORDINARY_FUNCTION = (
+    "import torch\n\n\n"
+    "class CheckpointFunction(torch.autograd.Function):\n"
+    "    @staticmethod\n"
+    "    def forward(ctx, fn, x):\n"
+    "        return fn(x)\n\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, grad):\n"
+    "        return None, grad\n")
+APPLYING = ("from pkg.function import CheckpointFunction\n\n\n"
+            "def forward(block, x):\n"
+            "    return CheckpointFunction.apply(block, x)\n")
+SUBCLASS = ("from pkg.function import CheckpointFunction\n\n\n"
+            "class Diffusion(CheckpointFunction):\n"
+            "    pass\n")
+APPLYING_SUBCLASS = ("from pkg.variants import Diffusion\n\n\n"
+                     "def forward(block, x):\n"
+                     "    return Diffusion.apply(block, x)\n")
+
+
+def applying_project(tmp_path: Path, function_source: str) -> tuple[Linter, list[Path]]:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "function.py").write_text(function_source)
+    (package / "variants.py").write_text(SUBCLASS)
+    users = [package / "user.py", package / "subclass_user.py"]
+    users[0].write_text(APPLYING)
+    users[1].write_text(APPLYING_SUBCLASS)
+    linter = Linter(Config(root=tmp_path))
+    for user in users:
+        linter.project.add_root_for(user)
+    return linter, users
+
+
+def test_apply_of_a_hand_rolled_class_of_another_file_passes_the_shortcuts(
+        tmp_path: Path) -> None:
+    """Nothing in the file names a checkpoint API: the project's classes (a whole-project
+    fact) pass it, for the class itself and for a subclass of it, imported from other
+    files."""
+    linter, users = applying_project(tmp_path, HAND_ROLLED_CLASS)
+    for user in users:
+        name = linter.project.module_name(user)[0]
+        assert not linter.confirmer.may_hold_site_text(user.read_text(), name)
+        assert assert_no_false_rejection(linter, user) == 1
+
+
+def test_apply_of_an_ordinary_function_of_another_file_is_rejected(tmp_path: Path) -> None:
+    """The same calls on an autograd Function that reruns nothing: no site, and the text
+    test rejects the files (its file lacks the words a hand-written checkpoint needs)."""
+    linter, users = applying_project(tmp_path, ORDINARY_FUNCTION)
+    for user in users:
+        assert site_count(linter, user, user.read_text()) == 0
+        assert not linter.may_hold_site(user, user.read_text())

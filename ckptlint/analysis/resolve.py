@@ -36,7 +36,7 @@ from ckptlint.analysis.scopes import (
     is_staticmethod,
     live_bindings,
 )
-from ckptlint.analysis.textindex import TextIndex
+from ckptlint.analysis.textindex import TextIndex, text_index
 from ckptlint.findings import Position
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
@@ -182,7 +182,7 @@ class Resolver:
     @property
     def index(self) -> TextIndex:
         if self._index is None:
-            self._index = TextIndex(self.project)
+            self._index = text_index(self.project)
         return self._index
 
     @contextmanager

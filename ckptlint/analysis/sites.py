@@ -18,7 +18,7 @@ a mode (`use_reentrant=FLAG`) are followed into any project module.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -53,6 +53,7 @@ from ckptlint.analysis.scopes import (
 )
 from ckptlint.enums import TextEnum
 from ckptlint.findings import SiteRef, TargetRef
+from ckptlint.screen.confirm import applied_names
 from ckptlint.syntax.modnames import resolve_relative
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
@@ -165,6 +166,9 @@ class Site:
     # The API passed to this one that decides its mode (`checkpoint_wrapper_fn=...`, diffusers'
     # `gradient_checkpointing_func`), when that API has a single mode.
     passed_api: str = ""
+    # A call of a project function that checkpoints one of its parameters (`wrapper_site`):
+    # that function's name. The call-level rules are the inner call's (reported there).
+    wrapper: str = ""
     # Filled by `resolve_targets`.
     targets: list[FunctionValue] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
@@ -224,6 +228,7 @@ class SiteFinder(Visitor):
             for name in (*table, *apis.called_names(table, segment_bases))
             for parts in [name.split(".")] for cut in range(1, len(parts)))
         self.triggers = frozenset(apis.trigger_names(table, segment_bases))
+        self.segment_bases = segment_bases
         self.scopes = module.scopes
         self.stack: list[Scope] = [self.scopes.module_scope]
         self.sites: list[Site] = []
@@ -234,6 +239,7 @@ class SiteFinder(Visitor):
             if binding.kind == BindingKind.IMPORT}
         self._star_imports: dict[int, list[str]] = {}
         self._hand_rolled: dict[int, HandRolled | None] = {}
+        self._forwarded: dict[int, tuple[Site, int] | None] = {}
 
     # -- scope tracking ----------------------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -298,15 +304,73 @@ class SiteFinder(Visitor):
         scope = self.scope
         site = (self.hf_checkpoint_site(node, scope) or self.method_site(node, scope)
                 or self.named_site(node, scope) or self.api_site(node, scope)
-                or self.hand_rolled_apply_site(node, scope))
+                or self.hand_rolled_apply_site(node, scope) or self.wrapper_site(node, scope))
         if site is not None:
             self.sites.append(site)
 
+    def wrapper_site(self, node: cst.Call, scope: Scope) -> Site | None:
+        """`checkpoint(self._forward, (x,), params, flag)`: a call of a module-level project
+        function that passes one of its parameters to a checkpoint call of its own (torch's
+        API, a hand-written class's `.apply`: guided-diffusion's wrapper and its copies). The
+        argument given here for that parameter is what is checkpointed, with the inner
+        call's mode and RNG handling. Only a callee named like a checkpoint API
+        (`apis.trigger_names`), which the screens pass as a possible API when another project
+        module binds it; the parameter passed by position."""
+        func = node.func
+        if not (isinstance(func, cst.Name) and func.value in self.triggers):
+            return None
+        values = self.resolver.values(func, self.module, scope)
+        if len(values) != 1 or not isinstance(values[0], FunctionValue):
+            return None
+        forwarded = self.forwarded_site(values[0])
+        if forwarded is None:
+            return None
+        inner, index = forwarded
+        wrapper = values[0].qualname
+        arguments = self.arguments(node, scope, ())
+        # The wrapper passes its other arguments on in its own way (`*inputs`, `params`):
+        # what the checkpointed function receives is not known position by position.
+        arguments.star_positional = True
+        return Site(self.module, node, SiteKind.FUNCTION, scope,
+                    api=CheckpointApi(wrapper, SiteKind.FUNCTION, inner.mode, target_index=index),
+                    arguments=arguments, mode=inner.mode, mode_source=inner.mode_source,
+                    preserve_rng_state=inner.preserve_rng_state, hand_rolled=inner.hand_rolled,
+                    wrapper=wrapper)
+
+    def forwarded_site(self, wrapper: FunctionValue) -> tuple[Site, int] | None:
+        """The checkpoint call in a module-level function that runs one of its parameters,
+        with that parameter's position (read once per function)."""
+        node, outer = wrapper.node, wrapper.scope.parent
+        if not isinstance(node, cst.FunctionDef) or outer is None \
+                or outer.kind != ScopeKind.MODULE:
+            return None
+        key = id(node)
+        if key not in self._forwarded:
+            self._forwarded[key] = None
+            finder = (self if wrapper.module is self.module else
+                      SiteFinder(wrapper.module, self.resolver, self.table, self.segment_bases))
+            params = [param.name.value
+                      for param in (*node.params.posonly_params, *node.params.params)]
+            for call in iter_calls(node.body):
+                inner = (finder.api_site(call, wrapper.scope)
+                         or finder.hand_rolled_apply_site(call, wrapper.scope))
+                argument = target_expression(inner) if inner is not None else None
+                if inner is None or argument is None or not isinstance(argument.value, cst.Name):
+                    continue
+                name = argument.value.value
+                bindings = wrapper.scope.bindings.get(name, [])
+                if name in params and bindings and all(binding.kind == BindingKind.PARAM
+                                                       for binding in bindings):
+                    self._forwarded[key] = (inner, params.index(name))
+                    break
+        return self._forwarded[key]
+
     def hand_rolled_apply_site(self, node: cst.Call, scope: Scope) -> Site | None:
-        """`Cls.apply(fn, *args)` of a hand-written checkpoint class of this module: a
-        reentrant checkpoint of the function passed where the class's `forward` takes the
-        function it runs, with RNG preserved only when the class restores it. Only classes
-        of the same file: the screens pass a file for the class, not for its name."""
+        """`Cls.apply(fn, *args)` of a hand-written checkpoint class (of this file, another
+        project file, or a subclass of one that overrides neither `forward` nor
+        `backward`): a reentrant checkpoint of the function passed where the class's
+        `forward` takes the function it runs, with RNG preserved only when the class
+        restores it."""
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == apis.APPLY_METHOD):
             return None
@@ -314,9 +378,10 @@ class SiteFinder(Visitor):
         if len(values) != 1 or not isinstance(values[0], ClassValue):
             return None
         cls = values[0].cls
-        if self.scopes.scope_of.get(id(cls.node)) is not cls.scope or cls.scope.parent is None:
-            return None  # defined in another module
-        hand_rolled = self.hand_rolled(cls.node, cls.scope.parent)
+        if self.scopes.scope_of.get(id(cls.node)) is not cls.scope \
+                and not self.screened_class(cls, func.value):
+            return None
+        hand_rolled = self.class_hand_rolled(cls, 0)
         if hand_rolled is None or hand_rolled.function_index is None:
             return None
         api = CheckpointApi(f"{hand_rolled.qualname}.{apis.APPLY_METHOD}", SiteKind.FUNCTION,
@@ -325,6 +390,40 @@ class SiteFinder(Visitor):
                     arguments=self.arguments(node, scope, ()), mode=Mode.REENTRANT,
                     mode_source=ModeSource.API, preserve_rng_state=hand_rolled.restores_rng,
                     hand_rolled=hand_rolled)
+
+    def screened_class(self, cls: ClassInfo, named: cst.BaseExpression) -> bool:
+        """A class of another file is followed only when the screens pass this file for it:
+        it is one of the project's possible hand-written checkpoint classes
+        (`TextIndex.hand_rolled_classes`), named so right before `.apply` (`named`:
+        `Cls` or `module.Cls`)."""
+        name = cls.node.name.value
+        written = (named.value if isinstance(named, cst.Name)
+                   else named.attr.value if isinstance(named, cst.Attribute) else None)
+        return (written == name and name in applied_names(self.module.text)
+                and name in self.resolver.index.hand_rolled_classes())
+
+    def class_hand_rolled(self, cls: ClassInfo, depth: int) -> HandRolled | None:
+        """What `cls` handles, if it is a hand-written checkpoint or inherits `forward` and
+        `backward` from one (then named as `cls`)."""
+        if depth > MAX_ALIAS_DEPTH or cls.scope.parent is None:
+            return None
+        key = id(cls.node)
+        if key not in self._hand_rolled:
+            module = cls.module
+            self._hand_rolled[key] = hand_rolled_checkpoint(
+                module, cls.node, cls.scope.parent,
+                lambda expr, scope: self.qualnames(expr, module, scope, 0))
+        found = self._hand_rolled[key]
+        if found is not None or any(
+                isinstance(statement, cst.FunctionDef)
+                and statement.name.value in ("forward", "backward")
+                for statement in cls.node.body.body):
+            return found
+        for base in self.resolver.base_classes(cls):
+            inherited = self.class_hand_rolled(base, depth + 1)
+            if inherited is not None:
+                return replace(inherited, qualname=cls.qualname)
+        return None
 
     def hf_checkpoint_site(self, node: cst.Call, scope: Scope) -> Site | None:
         """`self._gradient_checkpointing_func(layer.__call__, ...)`, also through a name

@@ -1,21 +1,28 @@
-"""Which project files may hold a subclass of a class, or apply a decorator, found by name.
+"""Which project files may hold a subclass of a class, or apply a decorator, found by name;
+which project classes may be hand-written checkpoints.
 
 A text scan of every project file (`Project.source_files`), once per run, when the resolver
 first asks: `class Sub(pkg.Base, Mixin):` lists the file under `Base` and `Mixin`, a line
 `@ckpt` (or `@utils.ckpt`) under `ckpt`. It only narrows down which files to parse: a name
 here is not yet the class or the function asked about, the resolver checks that on the
 parsed file.
+
+`hand_rolled_classes` is asked by the screens too (a file calling `.apply` on a class another
+file defines), so the index is one per project (`text_index`), shared by them and the
+resolver.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptlint.analysis.project import Project
+from ckptlint.screen.confirm import may_hand_roll
 from ckptlint.storage.plain_data import ShapeError, want_list, want_str, want_strs
 from ckptlint.syntax.modnames import resolve_relative
 
@@ -35,6 +42,7 @@ class TextIndex:
     _subclasses: dict[str, set[tuple[Path, str]]] = field(default_factory=dict)
     _decorated: dict[str, set[Path]] = field(default_factory=dict)
     _built: bool = False
+    _hand_rolled: frozenset[str] | None = None
 
     def build(self) -> None:
         if self._built:
@@ -93,6 +101,31 @@ class TextIndex:
                     bound.update(f"{base}.{alias.name}" for alias in node.names)
         return bound
 
+    def hand_rolled_classes(self) -> frozenset[str]:
+        """Names of the project classes that may be hand-written checkpoints
+        (`analysis/hand_rolled.py`): each class statement of a file holding the words one
+        cannot do without (`may_hand_roll`), and the classes deriving from those by name.
+        A whole-project fact: the screens pass a file that calls `.apply` on one of these
+        names, and `sites.py` follows `.apply` into another file only for these names."""
+        if self._hand_rolled is None:
+            store = self.project.summaries
+            names: set[str] = set()
+            for path in self.project.source_files():
+                text = self.project.source_text(path)
+                if text:
+                    names.update(store.fact(text, "hand_rolled", hand_rolled_names, list,
+                                            stored_class_names))
+            pending = list(names)
+            if pending:
+                self.build()
+            while pending and len(names) < MAX_SUBCLASS_NAMES:
+                for _, subclass in self._subclasses.get(pending.pop(), ()):
+                    if subclass not in names:
+                        names.add(subclass)
+                        pending.append(subclass)
+            self._hand_rolled = frozenset(names)
+        return self._hand_rolled
+
     def decorated_files(self, name: str) -> list[Path]:
         """Files with a line `@name` (or `@something.name`)."""
         self.build()
@@ -105,6 +138,13 @@ def class_bases(text: str) -> list[list[str]]:
         return []
     return [[match.group(1), base] for match in line_starts(CLASS_STATEMENT, text)
             for base in BASE_NAME.findall(" ".join(match.group(2).split()))]
+
+
+def hand_rolled_names(text: str) -> list[str]:
+    """The classes a text defines, when it may define a hand-written checkpoint."""
+    if not may_hand_roll(text):
+        return []
+    return sorted({match.group(1) for match in line_starts(CLASS_STATEMENT, text)})
 
 
 def decorator_names(text: str) -> list[str]:
@@ -137,3 +177,18 @@ def stored_pairs(data: object) -> list[list[str]]:
 
 def stored_names(data: object) -> list[str]:
     return list(want_strs(data, "decorators"))
+
+
+def stored_class_names(data: object) -> list[str]:
+    return list(want_strs(data, "hand_rolled"))
+
+
+_INDEXES: weakref.WeakKeyDictionary[Project, TextIndex] = weakref.WeakKeyDictionary()
+
+
+def text_index(project: Project) -> TextIndex:
+    """The project's index (one per `Project`: the screens and the resolver share it)."""
+    index = _INDEXES.get(project)
+    if index is None:
+        index = _INDEXES[project] = TextIndex(project)
+    return index

@@ -49,6 +49,11 @@ class Rule:
 class SiteRule(Rule):
     """A rule about the checkpoint call itself (reported at the site)."""
 
+    # Whether it applies to a call of a project wrapper (`Site.wrapper`): the rules about
+    # the call itself (its mode, its arguments) are the inner checkpoint call's, reported
+    # there; what the call checkpoints is the wrapper call's own.
+    at_wrapper_calls = False
+
     def check_site(self, site: Site) -> Iterable[Finding]:
         raise NotImplementedError
 

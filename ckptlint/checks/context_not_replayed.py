@@ -2,7 +2,8 @@
 does not restore on replay, while the `.backward()` of what the block computed runs after it.
 
 The block is found around the site in its own function, or around a call of that function
-from another function of the same file ("the call reaching it"). The backward is looked for
+from another function of the same file ("the call reaching it"), or of a function calling
+that one, up to `MAX_REACH` calls away, all in the same file. The backward is looked for
 in the statements after the block, following the names the block assigned, in the same
 function; when the block's value is returned, in the callers of that function in the same
 file. No backward found: no finding.
@@ -34,6 +35,8 @@ SET_DEFAULT_DTYPE = "torch.set_default_dtype"
 CONTEXT_MANAGER = "contextlib.contextmanager"
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# How many calls away (in the same file) a block around a call reaching the site is looked for.
+MAX_REACH = 3
 
 # A statement and where it stands: its block and its index there.
 Frame = tuple[list[cst.BaseStatement], int]
@@ -229,19 +232,30 @@ class ContextNotReplayed(SiteRule):
                 return
         if scope.kind != ScopeKind.FUNCTION:
             return
-        for caller, reaching in self.context.memo.get(("function-calls", id(module.tree)),
-                                                      lambda: function_calls(module)):
-            if not calls_function(reaching, scope) or caller is scope:
-                continue
-            for region in self.regions(module, caller, reaching):
-                backward = self.backward_of(module, caller, region)
-                if backward is None or not self.applies(site, region):
+        calls = self.context.memo.get(("function-calls", id(module.tree)),
+                                      lambda: function_calls(module))
+        seen, frontier = {id(scope)}, [scope]
+        for _ in range(MAX_REACH):
+            callers: list[Scope] = []
+            for caller, reaching in calls:
+                if id(caller) in seen or not any(calls_function(reaching, called)
+                                                 for called in frontier):
                     continue
-                first = self.context.memo.get(("context-not-replayed", id(reaching)),
-                                              lambda: id(site))
-                if first == id(site):
-                    yield self.report(site, reaching, region, backward)
-                break
+                for region in self.regions(module, caller, reaching):
+                    backward = self.backward_of(module, caller, region)
+                    if backward is None or not self.applies(site, region):
+                        continue
+                    first = self.context.memo.get(("context-not-replayed", id(reaching)),
+                                                  lambda: id(site))
+                    if first == id(site):
+                        yield self.report(site, reaching, region, backward)
+                    return
+                if caller.kind == ScopeKind.FUNCTION and all(c is not caller for c in callers):
+                    callers.append(caller)
+            seen.update(id(caller) for caller in callers)
+            frontier = callers
+            if not frontier:
+                return
 
     def report(self, site: Site, node: cst.Call, region: Region, backward: cst.Call) -> Finding:
         data = {"api": site.api_name, "mode": site.mode.value, "context": region.context,

@@ -15,8 +15,12 @@ class ReentrantIncompatibleCall(SiteRule):
     """A reentrant checkpoint call that raises or silently loses gradients."""
 
     code = "CKP103"
-    message = "in reentrant mode {problems:each}; use `use_reentrant=False`"
-    phrases = {"problems": {
+    message = "in reentrant mode {problems:each}; {instead:phrase}"
+    phrases = {"instead": {
+        "use_reentrant": "use `use_reentrant=False`",
+        "torch_checkpoint": "checkpoint with `torch.utils.checkpoint.checkpoint(..., "
+                            "use_reentrant=False)` instead of the hand-written `{api}`",
+    }, "problems": {
         "keywords": "keyword arguments for the function ({keywords:ticks}) raise `ValueError`",
         "option": "`{option}` raises `ValueError`",
         "apply_keywords": "keyword arguments `forward` does not take ({keywords:ticks}) "
@@ -34,7 +38,10 @@ class ReentrantIncompatibleCall(SiteRule):
         if any(self.holds_values(arg.value) for arg in arguments.positional[target_index + 1:]):
             problems.append({"kind": "containers"})
         if problems:
-            yield self.site_finding(site, {"problems": problems})
+            # A hand-written class has no `use_reentrant` to switch: torch's own checkpoint
+            # replaces it.
+            instead = "use_reentrant" if site.hand_rolled is None else "torch_checkpoint"
+            yield self.site_finding(site, {"problems": problems, "instead": instead})
 
     @staticmethod
     def keyword_problems(site: Site) -> list[dict]:

@@ -12,6 +12,7 @@ class UnresolvedTarget(SiteRule):
     """The checkpointed function could not be resolved, so its body was not analysed."""
 
     code = "CKP901"
+    at_wrapper_calls = True
     message = "cannot tell what this checkpoint runs, so its body was not analysed: {reason}"
 
     def check_site(self, site: Site) -> Iterable[Finding]:

@@ -13,7 +13,9 @@ analysis looked at (cross-file modules a segment reached into, and module paths 
 and did not find) is unchanged. A file that was analysed (it holds a site) also depends on
 the whole project: whether state a segment reads "is changed elsewhere" (CKP201/CKP204) is
 answered by scanning every project file, so any added, removed or changed `.py` file under
-the import roots invalidates those entries (and only those: they are the few with sites). A
+the import roots invalidates those entries (and only those: they are the few with sites). So
+does a file the screens passed or rejected by the project's possible hand-written checkpoint
+classes (one that calls `.apply`: a class elsewhere may become one). A
 file's stat signature (size, mtime, ctime, inode) stands in for re-reading it when
 unchanged, as ruff does; anything else is re-read and re-digested.
 
@@ -127,7 +129,7 @@ class Entry:
     sites: list[SiteRecord]
     # (absolute path, digest or None when it did not exist or could not be read)
     dependencies: tuple[tuple[str, str | None], ...] = ()
-    project: str | None = None  # the project signature, for analysed files
+    project: str | None = None  # the project signature, for answers resting on the whole project
 
     # As plain data, one flat list (parsed and checked faster than an object, and the
     # torch tree's warm run reads 2,300 of them): [size, mtime_ns, ctime_ns, inode, digest,
@@ -283,12 +285,13 @@ class Cache:
 
     def store(self, display: str, file_signature: Signature, file_digest: str,
               findings: list[Finding], sites: list[SiteRecord], dependencies: tuple[str, ...],
-              analysed: bool) -> None:
+              whole_project: bool) -> None:
+        """`whole_project`: the answer rests on the whole project (see above)."""
         self.unchecked.pop(display, None)
         self.entries[display] = Entry(
             file_signature, file_digest, list(findings), list(sites),
             tuple((path, self.current_digest(path)) for path in dependencies),
-            self.project_signature() if analysed else None)
+            self.project_signature() if whole_project else None)
         self.changed = True
 
     def save(self) -> None:

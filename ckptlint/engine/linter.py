@@ -74,7 +74,7 @@ class Linter:
 
             self._confirmer = SiteConfirmer(api_table(dict(self.config.checkpoint_functions)),
                                             self.config.segment_base_classes,
-                                            self.is_project_module)
+                                            self.is_project_module, self.hand_rolled_classes)
         return self._confirmer
 
     def is_project_module(self, dotted: str) -> bool:
@@ -82,14 +82,32 @@ class Linter:
         like an API into them)? The paths probed are dependencies of the file asking."""
         return self.project.module_path(dotted) is not None
 
+    def hand_rolled_classes(self) -> frozenset[str]:
+        """The project classes that may be hand-written checkpoints (a whole-project text
+        scan, made when the first file calling `.apply` asks)."""
+        from ckptlint.analysis.textindex import text_index
+
+        return text_index(self.project).hand_rolled_classes()
+
+    def asks_project_classes(self, text: str) -> bool:
+        """Does the screens' answer for this text depend on the project's classes (a name is
+        written before `.apply`)?"""
+        from ckptlint.screen.confirm import applied_names
+
+        return bool(applied_names(text))
+
     def may_hold_site(self, path: Path, text: str) -> bool:
-        """The text tests: trigger words (`Prefilter`), then the import/attribute test.
+        """The text tests: trigger words (`Prefilter`), then the import/attribute test; or
+        `.apply` on a project class that may be a hand-written checkpoint.
 
         A stub (`.pyi`) never does: it declares, it never runs, so nothing in it is ever
         checkpointed.
         """
-        return (path.suffix != ".pyi" and self.prefilter.may_contain_site(text)
-                and self.confirmer.may_hold_site_text(text, self.project.module_name(path)[0]))
+        if path.suffix == ".pyi":
+            return False
+        return ((self.prefilter.may_contain_site(text) and self.confirmer.may_hold_site_text(
+            text, self.project.module_name(path)[0]))
+            or self.confirmer.applies_project_class(text))
 
     def read(self, path: Path) -> str:
         """The file's Python text (a notebook's code cells joined), or a SourceError."""
@@ -109,7 +127,7 @@ class Linter:
                   analyse: bool = True) -> FileResult:
         """The text tests, then `check_candidate`; the result keeps the text."""
         if not self.may_hold_site(path, text):
-            return FileResult(display, text)
+            return FileResult(display, text, whole_project=self.asks_project_classes(text))
         result = self.check_candidate(path, display, text, analyse=analyse)
         result.text = text
         return result
@@ -146,6 +164,7 @@ class Linter:
             if not confirmed:
                 # It depends on which project modules exist: a cached answer must too.
                 result.dependencies = tuple(sorted(str(p) for p in probed))
+                result.whole_project = self.asks_project_classes(text)
                 return result
             del tree
             result.confirmed = True
@@ -181,6 +200,9 @@ class FileResult:
     dependencies: tuple[str, ...] = ()
     candidate: bool = False  # passed the prefilter and CPython's parse
     confirmed: bool = False  # the confirmation passed: libcst analysed it
+    # The screens' answer depended on the whole project (the project classes a file calling
+    # `.apply` may name): like an analysed file's, any project change invalidates it.
+    whole_project: bool = False
     cacheable: bool = True
 
 
@@ -239,7 +261,8 @@ class Analysis:
                                            site.api.qualname if site.api else site.kind.value,
                                            site.mode.value))
             for rule in self.site_rules:
-                result.findings.extend(rule.check_site(site))
+                if rule.at_wrapper_calls or not site.wrapper:
+                    result.findings.extend(rule.check_site(site))
         if not self.segment_rules:
             return
         segments = [self.context.segments.build(site) for site in sites

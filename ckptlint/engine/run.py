@@ -198,7 +198,7 @@ class Run:
             key = keys.get(index)
             if key is not None and self.cache is not None and result.cacheable:
                 self.cache.store(result.display, *key, result.findings, result.sites,
-                                 result.dependencies, result.confirmed)
+                                 result.dependencies, result.confirmed or result.whole_project)
             ordered.append(result)
         if self.cache is not None:
             self.cache.save()
@@ -227,6 +227,11 @@ class Run:
         yield from pool.results().items()
 
     def screen(self, todo: dict[int, int]) -> Iterable[tuple[int, Examined]]:
+        if len(todo) >= self.CHUNKED_MIN_FILES:
+            # Known before the workers fork (screening, then analysing), the project's possible
+            # hand-written checkpoint classes are scanned for once, not once per worker (a
+            # large tree has files calling `.apply` in every chunk).
+            self.linter.hand_rolled_classes()
         pool = (self.new_pool(len(todo)) if len(todo) >= self.CHUNKED_MIN_FILES else None)
         if pool is None:
             return (

@@ -18,6 +18,13 @@ How `sites.py` finds a site, and what that requires of the file:
 - A hand-written checkpoint (`analysis/hand_rolled.py`): the word `Function` (its base, or
   the import binding an alias of it), and a `class` with bases, a `forward` and a `backward`
   holding `with <...>.enable_grad()` or `with <...>.set_grad_enabled(...)`.
+- `Cls.apply(...)` of a hand-written checkpoint class another project file defines (or a
+  subclass of one): one of the names of the project's classes that may be such a class
+  (`textindex.TextIndex.hand_rolled_classes`, a whole-project fact asked only once some file
+  has a name before `.apply`) is written right before `.apply` (`applied_names`: spaces,
+  newlines and line continuations between). `sites.py` follows `.apply` into another file
+  only when the class is one of these and named so at the call (`Cls.apply`,
+  `module.Cls.apply`), by the same `applied_names`.
 - A call (or class base) whose local qualified name is a checkpoint API, a segment base class,
   a training-arguments class or a library entry point (`apis.called_names`). Local qualified
   names start at an import binding and extend through aliases (`a = b`, walrus, `x if c else
@@ -55,10 +62,16 @@ SITE_METHODS = (apis.HF_CHECKPOINT_METHOD, *apis.HF_ENABLE_METHODS, *apis.ENTRY_
 WILDCARD = "*"
 # Is a dotted name a module of the project being linted?
 ProjectModules = Callable[[str], bool]
+# The names of the project's classes that may be hand-written checkpoints.
+ProjectClasses = Callable[[], frozenset[str]]
 
 
 def no_project_modules(dotted: str) -> bool:
     return False
+
+
+def no_project_classes() -> frozenset[str]:
+    return frozenset()
 
 
 
@@ -66,7 +79,8 @@ class SiteConfirmer:
     """Built once per configuration; `may_hold_site(tree, text, ...)` per file."""
 
     def __init__(self, table: Iterable[str], segment_bases: Iterable[str],
-                 project_modules: ProjectModules = no_project_modules) -> None:
+                 project_modules: ProjectModules = no_project_modules,
+                 project_classes: ProjectClasses = no_project_classes) -> None:
         table = list(table)
         segment_bases = tuple(segment_bases)
         targets = apis.called_names(table, segment_bases)
@@ -82,6 +96,13 @@ class SiteConfirmer:
                                          if part != apis.INSTANCE) for target in targets)
         self.triggers = frozenset(apis.trigger_names(table, segment_bases))
         self.project_modules = project_modules
+        self.project_classes = project_classes
+
+    def applies_project_class(self, text: str) -> bool:
+        """`Cls.apply` with `Cls` the name of a project class that may be a hand-written
+        checkpoint (see above): whatever the trigger words, such a file may hold a site."""
+        applied = applied_names(text)
+        return bool(applied) and not applied.isdisjoint(self.project_classes())
 
     def may_hold_site_text(self, text: str, module_name: str = "") -> bool:
         """A necessary condition read from the text alone (no parse): cheaper, weaker.
@@ -134,6 +155,8 @@ class SiteConfirmer:
         if may_hand_roll(text) and any(type(node) is ast.ClassDef
                                        and reruns_in_backward(cast(ast.ClassDef, node))
                                        for node in iter_statements(tree)):
+            return True
+        if self.applies_project_class(text):
             return True
         bindings: list[tuple[str, str]] = []
         star = False
@@ -353,6 +376,37 @@ def iter_statements(tree: ast.AST) -> Iterator[ast.AST]:
             if value and isinstance(value, list):
                 stack.extend(value)
 
+
+_BETWEEN = frozenset(" \t\r\n\\\f")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def applied_names(text: str) -> set[str]:
+    """The names written right before `.apply` (`Cls.apply`, `module.Cls.apply`), with spaces,
+    newlines and line continuations allowed around the dot (a comment there hides it)."""
+    found: set[str] = set()
+    method = apis.APPLY_METHOD
+    position = text.find(method)
+    while position >= 0:
+        end = position + len(method)
+        if (end == len(text) or text[end] not in _NAME_CHARS) and position \
+                and text[position - 1] not in _NAME_CHARS:
+            index = skip_back(text, position - 1)
+            if index >= 0 and text[index] == ".":
+                last = skip_back(text, index - 1)
+                first = last
+                while first >= 0 and text[first] in _NAME_CHARS:
+                    first -= 1
+                if first < last:
+                    found.add(text[first + 1:last + 1])
+        position = text.find(method, end)
+    return found
+
+
+def skip_back(text: str, index: int) -> int:
+    while index >= 0 and text[index] in _BETWEEN:
+        index -= 1
+    return index
 
 _DEF_BACKWARD = re.compile(r"(?<!\w)def\s+backward\s*\(")
 
