@@ -98,7 +98,11 @@ def test_the_summary_answers_as_the_scope_model_does_on_tricky_imports() -> None
     assert imported_qualnames(summary["above"], "top", False) is None  # above the top
 
 
-def corpus_files() -> list[Path]:
+def fixture_packages() -> list[Path]:
+    return sorted((ROOT / "tests" / "fixtures" / "projects").rglob("*.py"))
+
+
+def real_modules() -> list[Path]:
     files = sorted((ROOT / "tests" / "fixtures").rglob("*.py"))
     files += sorted((ROOT / "ckptlint").rglob("*.py"))
     diffusers = os.environ.get("CKPTLINT_DIFFUSERS")
@@ -107,9 +111,20 @@ def corpus_files() -> list[Path]:
     return files
 
 
+def test_the_summary_answers_as_the_scope_model_does_on_the_fixture_projects() -> None:
+    assert answered_as_the_scope_model(fixture_packages()) > 10
+
+
+@pytest.mark.slow
 def test_the_summary_answers_as_the_scope_model_does_on_real_modules() -> None:
+    """Every fixture, ckptlint's own source and (with `CKPTLINT_DIFFUSERS`) every
+    `__init__.py` of diffusers."""
+    assert answered_as_the_scope_model(real_modules()) > 100
+
+
+def answered_as_the_scope_model(paths: list[Path]) -> int:
     answered = 0
-    for path in corpus_files():
+    for path in paths:
         text = path.read_text(encoding="utf-8", errors="replace")
         try:
             parse_text(text, str(path))
@@ -118,7 +133,7 @@ def test_the_summary_answers_as_the_scope_model_does_on_real_modules() -> None:
         for module_name, is_package in (("pkg.sub.mod", path.name == "__init__.py"),
                                         ("pkg.mod", False)):
             answered += assert_same_as_scopes(text, module_name, is_package)
-    assert answered > 100
+    return answered
 
 
 def test_the_summary_survives_the_plain_data_round_trip_and_bad_shapes_are_misses() -> None:

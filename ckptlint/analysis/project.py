@@ -243,13 +243,14 @@ class Project:
         names = self._module_names[path]
         return names is None or name in names
 
-    def imports_binding(self, path: Path, name: str) -> list[tuple[str, bool]] | None:
-        """When the module at `path` binds `name` at module level only by importing it:
-        the dotted names those imports bind, each with whether it is conditional, in
-        source order (`ckptlint.analysis.reexports`); else None (parse the module to know).
+    def imported_names(self, path: Path, name: str) -> list[str] | None:
+        """When the module at `path` binds `name` at module level only by importing it: the
+        dotted names bound by the imports a use sees (`scopes.live_bindings`: the last
+        unconditional one and any conditional after it), in source order; else None (parse
+        the module to know).
 
-        Answered without libcst, from a summary kept in the summary store, unless the
-        module is parsed already.
+        Answered without libcst, from the `ast` summary of its re-exports kept in the
+        summary store (`ckptlint.analysis.reexports`), unless the module is parsed already.
         """
         path = path.resolve()
         self.dependencies.record(path)
@@ -260,7 +261,12 @@ class Project:
         found = self._reexports[path]
         if found is None or name not in found:
             return None
-        return imported_qualnames(found[name], *self.module_name(path))
+        imported = imported_qualnames(found[name], *self.module_name(path))
+        if imported is None:
+            return None
+        unconditional = [index for index, (_, conditional) in enumerate(imported)
+                         if not conditional]
+        return [qualname for qualname, _ in imported[unconditional[-1] if unconditional else 0:]]
 
     def _read_reexports(self, path: Path) -> Reexports | None:
         from ckptlint.syntax.reading import parse_ast

@@ -409,7 +409,7 @@ class Resolver:
         if dotted in CONTAINER_TYPES or dotted in PARTIAL:
             return [ExternalValue(dotted)]
         if self.project.may_bind(value.path, attr):
-            imported = self.project.imports_binding(value.path, attr)
+            imported = self.project.imported_names(value.path, attr)
             if imported is not None:  # a re-export: no need to parse the module
                 return self.imported_values(imported, depth + 1)
             module = self.project.module_at(value.path)
@@ -424,19 +424,11 @@ class Resolver:
                 return [ModuleValue(submodule, dotted)]
         return [Unknown(f"`{attr}` is not defined in {self.project.display_name(value.path)}")]
 
-    def imported_values(self, imported: list[tuple[str, bool]], depth: int) -> list[Value]:
-        """What a name bound only by imports holds (`name_values` over those bindings):
-        the imports a use may see (`live_bindings`: the last unconditional one and any
-        conditional after it)."""
+    def imported_values(self, imported: list[str], depth: int) -> list[Value]:
+        """What a name bound only by imports holds (`name_values` over those bindings)."""
         if depth > MAX_DEPTH:
             return [Unknown("it is reached through too many names for the linter to follow")]
-        unconditional = [index for index, (_, conditional) in enumerate(imported)
-                         if not conditional]
-        live = imported[unconditional[-1]:] if unconditional else imported
-        results: list[Value] = []
-        for qualname, _ in live:
-            results.extend(self.import_values(qualname, depth))
-        return results
+        return [value for qualname in imported for value in self.import_values(qualname, depth)]
 
     def decorated_functions(self, binding: Binding, module: SourceModule) -> list[Value]:
         """For the first parameter of a module-level function `f`: the functions in the
