@@ -28,8 +28,9 @@ from ckptlint.syntax.modnames import resolve_relative
 ImportBinding = tuple[int, str, str, bool]
 Reexports = dict[str, list[ImportBinding]]
 
+_TRY_STAR = getattr(ast, "TryStar", ast.Try)  # `try: ... except* E:` (Python 3.11+)
 _BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
-             ast.TryStar, ast.Match)
+             _TRY_STAR, ast.Match)
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -61,7 +62,8 @@ def _collect_imports(body: list[ast.stmt], conditional: bool, found: Reexports) 
                 _collect_imports(inner, True, found)
 
 
-def _statement_lists(statement: ast.stmt) -> list[list[ast.stmt]]:
+def _statement_lists(statement: Any) -> list[list[ast.stmt]]:
+    """The statement lists of a compound statement, in source order."""
     if isinstance(statement, ast.Match):
         return [case.body for case in statement.cases]
     lists = [statement.body, *(handler.body for handler in getattr(statement, "handlers", []))]
