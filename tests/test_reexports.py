@@ -68,7 +68,7 @@ TRICKY = textwrap.dedent("""\
     """)
 
 
-def scope_answer(text: str, name: str, module_name: str, is_package: bool) -> dict:
+def scope_answer(text: str, module_name: str, is_package: bool) -> dict:
     """Per name bound only by imports: (qualname, conditional) of each binding, libcst's
     scope model's answer."""
     scope = build_scopes(parse_text(text, "<test>"), module_name, is_package).module_scope
@@ -78,7 +78,7 @@ def scope_answer(text: str, name: str, module_name: str, is_package: bool) -> di
 
 
 def assert_same_as_scopes(text: str, module_name: str, is_package: bool) -> int:
-    expected = scope_answer(text, "", module_name, is_package)
+    expected = scope_answer(text, module_name, is_package)
     summary = reexports(ast.parse(text))
     for name, bindings in summary.items():
         answer = imported_qualnames(bindings, module_name, is_package)
