@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ckptlint.analysis.dependencies import DependencyRecorder
+from ckptlint.analysis.reexports import (
+    Reexports,
+    imported_qualnames,
+    plain_reexports,
+    reexports,
+    stored_reexports,
+)
 from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.syntax.reading import Limits, SourceError
 
@@ -55,6 +62,7 @@ class Project:
         self._by_path: dict[Path, SourceModule | None] = {}
         self.parse_errors: dict[Path, str] = {}
         self._module_names: dict[Path, frozenset[str] | None] = {}
+        self._reexports: dict[Path, Reexports | None] = {}
         self._package_roots: dict[Path, Path] = {}
         self._resolved_folders: dict[Path, Path] = {}
         self._files: list[Path] | None = None
@@ -234,6 +242,42 @@ class Project:
                                                           self.limits)
         names = self._module_names[path]
         return names is None or name in names
+
+    def imported_names(self, path: Path, name: str) -> list[str] | None:
+        """When the module at `path` binds `name` at module level only by importing it: the
+        dotted names bound by the imports a use sees (`scopes.live_bindings`: the last
+        unconditional one and any conditional after it), in source order; else None (parse
+        the module to know).
+
+        Answered without libcst, from the `ast` summary of its re-exports kept in the
+        summary store (`ckptlint.analysis.reexports`), unless the module is parsed already.
+        """
+        path = path.resolve()
+        self.dependencies.record(path)
+        if path in self._by_path:
+            return None
+        if path not in self._reexports:
+            self._reexports[path] = self._read_reexports(path)
+        found = self._reexports[path]
+        if found is None or name not in found:
+            return None
+        imported = imported_qualnames(found[name], *self.module_name(path))
+        if imported is None:
+            return None
+        unconditional = [index for index, (_, conditional) in enumerate(imported)
+                         if not conditional]
+        return [qualname for qualname, _ in imported[unconditional[-1] if unconditional else 0:]]
+
+    def _read_reexports(self, path: Path) -> Reexports | None:
+        from ckptlint.syntax.reading import parse_ast
+
+        try:
+            text = self.limits.read_text(path)
+            return self.summaries.fact(text, "reexports",
+                                       lambda text: reexports(parse_ast(text, str(path))),
+                                       plain_reexports, stored_reexports)
+        except (OSError, SourceError, RecursionError):
+            return None
 
 
 def followed_kind(entry: os.DirEntry) -> str | None:

@@ -409,6 +409,9 @@ class Resolver:
         if dotted in CONTAINER_TYPES or dotted in PARTIAL:
             return [ExternalValue(dotted)]
         if self.project.may_bind(value.path, attr):
+            imported = self.project.imported_names(value.path, attr)
+            if imported is not None:  # a re-export: no need to parse the module
+                return self.imported_values(imported, depth + 1)
             module = self.project.module_at(value.path)
             if module is None:
                 return [Unknown(f"{self.project.display_name(value.path)} cannot be parsed")]
@@ -420,6 +423,12 @@ class Resolver:
             if submodule is not None:
                 return [ModuleValue(submodule, dotted)]
         return [Unknown(f"`{attr}` is not defined in {self.project.display_name(value.path)}")]
+
+    def imported_values(self, imported: list[str], depth: int) -> list[Value]:
+        """What a name bound only by imports holds (`name_values` over those bindings)."""
+        if depth > MAX_DEPTH:
+            return [Unknown("it is reached through too many names for the linter to follow")]
+        return [value for qualname in imported for value in self.import_values(qualname, depth)]
 
     def decorated_functions(self, binding: Binding, module: SourceModule) -> list[Value]:
         """For the first parameter of a module-level function `f`: the functions in the

@@ -545,7 +545,14 @@ class SiteFinder(Visitor):
         if (qualname in self.table or qualname in self.prefixes or not parent
                 or last not in self.triggers or depth > MAX_ALIAS_DEPTH):
             return names
-        other = self.project_module(parent)
+        project = self.resolver.project
+        path = project.module_path(parent)
+        imported = project.imported_names(path, last) if path is not None else None
+        if imported is not None:  # a re-export: followed without parsing the module
+            for name in imported:
+                names |= self.through_project(name, depth + 1)
+            return names
+        other = project.module_at(path) if path is not None else None
         if other is None:
             return names
         return names | self.name_qualnames(last, other, other.scopes.module_scope, depth + 1)

@@ -230,8 +230,9 @@ class SegmentRule(Rule):
                     continue  # a module, not a value
                 parent_name, attr = qualname.rsplit(".", 1)
                 parent_path = project.module_path(parent_name)
-                if parent_path is None or not project.may_bind(parent_path, attr):
-                    continue
+                if (parent_path is None or not project.may_bind(parent_path, attr)
+                        or project.imported_names(parent_path, attr) is not None):
+                    continue  # not bound there, or imported there: not a global it assigns
                 parent = project.module_at(parent_path)
                 if parent is None or not self.is_assigned_global(parent, attr):
                     continue
