@@ -400,6 +400,27 @@ def test_dict_value_assigned_before_backward_confirmed():
     assert r.rc == 1
 
 
+def test_object_attribute_assigned_before_backward_confirmed():
+    """The finding names a module-level instance of a project class (`CFG`); only its
+    attribute changes, the object keeps its identity."""
+    r = run_dynamic("state_object.py", ("changed",))
+    assert differs(r.values), "ground truth: the checkpointed gradients must be wrong"
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    assert ("`CFG` changed between forward and backward (Config(name='block', scale=1.0) → "
+            "Config(name='block', scale=0.5))") in f["evidence"], f["evidence"]
+    assert r.rc == 1
+
+
+def test_unchanged_object_cleared():
+    r = run_dynamic("state_object.py", ("unchanged",))
+    assert not differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "cleared", f
+    assert "`CFG` did not change between forward and replay" in f["evidence"], f["evidence"]
+    assert r.rc == 0
+
+
 def test_script_starting_with_a_lone_continuation_joins_its_site():
     """libcst leaves a lone `\\` line out of the code it numbers: the static site must still
     name the line the checkpoint call runs from, or the finding is never exercised."""
