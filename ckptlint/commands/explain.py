@@ -222,4 +222,3 @@ def error_json(found: FoundError, sites: Sites | None) -> dict:
         "classified": found.classified,
         "signatures": [error_signature_json(signature, sites) for signature in found.signatures],
     }
-

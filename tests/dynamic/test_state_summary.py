@@ -110,8 +110,20 @@ def test_reading_an_object_runs_none_of_its_code():
             calls.append("derived")
             return 2
 
-    assert summarize(Watched()) == "Watched(scale=1.0)"
+        def __call__(self):     # a callable object is still read by its attributes
+            calls.append("__call__")
+
+    class Label(str):
+        def __repr__(self):
+            calls.append("Label.__repr__")
+            return "label"
+
+    watched = Watched()
+    assert summarize(watched) == "Watched(scale=1.0)"
+    watched.scale = Label("gate")
+    assert summarize(watched) == "Watched(scale='gate')" and summarize(Label("x")) == "'x'"
     assert calls == []
+    assert summarize(summarize).startswith("<function")     # functions: by identity
 
 
 def test_cycles_and_objects_that_cannot_be_read_say_so():

@@ -93,6 +93,16 @@ _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collectio
 _SEQUENCE_TYPES = (list, tuple, set, frozenset, collections.deque)
 
 
+_SCALARS = (bool, int, float, complex, str, bytes)
+
+
+def _scalar_repr(value) -> str:
+    """The repr of None or a value of a built-in scalar type, by that type's own repr (a
+    subclass's `__repr__` is user code)."""
+    base = next((k for k in _SCALARS if issubclass(type(value), k)), None)
+    return repr(value) if base is None else base.__repr__(value)
+
+
 def _slots(cls) -> list[tuple[str, types.MemberDescriptorType]]:
     """The `__slots__` members of a class and the classes above it."""
     members = []
@@ -141,8 +151,8 @@ def _content(value, depth: int, budget: list[int], inside: set[int]) -> str:
     budget[0] -= 1
     if budget[0] < 0:
         raise _Undigestable(f"more than {CONTAINER_VALUES} values")
-    if value is None or issubclass(type(value), (bool, int, float, complex, str, bytes)):
-        return repr(value)
+    if value is None or issubclass(type(value), _SCALARS):
+        return _scalar_repr(value)
     if issubclass(type(value), torch.Tensor):
         budget[1] -= value.numel()
         if budget[1] < 0:
@@ -153,14 +163,14 @@ def _content(value, depth: int, budget: list[int], inside: set[int]) -> str:
         return f"tensor{list(value.shape)} {short(d)}"
     if type(value) in (torch.dtype, torch.device, torch.Size):
         return repr(value)
-    if callable(value) and not issubclass(type(value), torch.nn.Module):
-        return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')} at {id(value):#x}>"
     if issubclass(type(value), torch.nn.Module):
         return summarize(value)     # by its buffers, as on its own
-    if id(value) in inside:
-        return "<cycle>"
     is_container = type(value) in _DICT_TYPES + _SEQUENCE_TYPES
     attributes = None if is_container else _instance_attributes(value)
+    if callable(value) and attributes is None:      # a function, method or class
+        return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')} at {id(value):#x}>"
+    if id(value) in inside:
+        return "<cycle>"
     if not is_container and attributes is None:
         # A built-in or extension object's state is not read (no methods of it are called).
         raise _Undigestable(f"holds a {type(value).__name__}, whose contents are not read")
@@ -185,7 +195,8 @@ def _nested_content(value, attributes, depth, budget, inside) -> str:
     if len(value) > CONTAINER_VALUES:
         raise _Undigestable(f"more than {CONTAINER_VALUES} values")
     if issubclass(type(value), dict):
-        return "{" + ", ".join(sorted(f"{read(k)}: {read(v)}" for k, v in list(value.items()))) + "}"
+        items = sorted(f"{read(k)}: {read(v)}" for k, v in list(value.items()))
+        return "{" + ", ".join(items) + "}"
     parts = [read(v) for v in list(value)]
     if issubclass(type(value), (set, frozenset)):
         return "{" + ", ".join(sorted(parts)) + "}"
@@ -214,10 +225,11 @@ def contents_summary(value) -> str:
 def summarize(value) -> str:
     if value is _MISSING:
         return f"{UNREADABLE}>"
-    if callable(value) and not issubclass(type(value), torch.nn.Module):
+    if callable(value) and not issubclass(type(value), torch.nn.Module) and \
+            _instance_attributes(value) is None:
         return f"<{type(value).__name__}>"      # bound methods are new objects per access
     if value is None or issubclass(type(value), (bool, int, float, str, bytes)):
-        text = repr(value)
+        text = _scalar_repr(value)
         return text if len(text) <= 60 else text[:57] + "..."
     if issubclass(type(value), torch.Tensor):
         d = digest(value)
