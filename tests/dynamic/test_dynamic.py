@@ -461,6 +461,7 @@ def test_notebook_findings_name_their_cell(tmp_path, output_format):
         assert proc.stdout.startswith("train.ipynb:cell 3:2:27: CKP201 [unexercised] "), \
             proc.stdout
         assert "(checkpointed at train.ipynb:cell 4:3 via train.block)" in proc.stdout
+        assert "rebound at train.ipynb:cell 4:4 in `step`" in proc.stdout, proc.stdout
         return
     [finding] = json.loads(proc.stdout)
     assert (finding["cell"], finding["location"]["row"]) == (3, 2), finding
