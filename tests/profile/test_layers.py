@@ -232,6 +232,14 @@ def test_child_and_parent_boundaries_match_the_analytic_bytes(runs):
 @pytest.mark.scenarios("budget")
 def test_suggested_policy_meets_its_budget_in_the_verifying_run(runs):
     r = runs["budget"].result()
+    if not HAS_SAC:     # nothing to apply the policy with: said, and the run is not a pass
+        assert r.rc == 2, r.stderr[-3000:]
+        (record,) = r.rows("mlp", "toys.py")
+        assert record["suggested_policy"]["verified"]["text"] == (
+            "not verified: this torch has no selective activation checkpointing "
+            "(torch.utils.checkpoint.create_selective_checkpoint_contexts) to apply the "
+            "policies with")
+        return
     assert r.rc == 0, r.stderr[-3000:]
     (record,) = r.rows("mlp", "toys.py")
     policy = record["suggested_policy"]
@@ -253,6 +261,9 @@ def test_suggested_policy_meets_its_budget_in_the_verifying_run(runs):
 
 @pytest.mark.scenarios("budget_broken")
 def test_a_verifying_run_that_fails_says_so_next_to_each_policy(runs):
+    if not HAS_SAC:
+        pytest.skip("needs torch.utils.checkpoint.create_selective_checkpoint_contexts, "
+                    "which is missing here (no verifying run is started without it)")
     r = runs["budget_broken"].result()
     assert r.rc == 2, r.stderr[-3000:]     # the verification asked for could not be done
     (record,) = r.rows("mlp", "toys.py")
