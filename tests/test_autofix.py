@@ -4,13 +4,20 @@ fix applier itself."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from ckptlint.findings import Edit, Finding, Fix, Position
 from ckptlint.fix.autofix import apply_fixes, fix_file
 from tests.cli_helpers import CKP102_SOURCE, run_cli, write_project
 
+FIXTURES = Path(__file__).parent / "fixtures"
 FIXED_CKP102 = CKP102_SOURCE.replace("checkpoint(block, x)",
                                      "checkpoint(block, x, use_reentrant=False)")
 
@@ -257,3 +264,39 @@ def test_fix_after_non_ascii_text_on_the_same_line(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert (root / "m.py").read_text(encoding="utf-8") == source.replace(
         "checkpoint(block, x)", "checkpoint(block, x, use_reentrant=False)")
+
+
+RUN_FORWARD = '''\
+import json, sys, warnings
+import torch
+warnings.simplefilter("ignore")
+sys.path.insert(0, ".")
+from fixed import forward
+x = torch.linspace(-1, 1, 4, dtype=torch.float64, requires_grad=True)
+out = forward(x)
+out.sum().backward()
+print(json.dumps([out.tolist(), x.grad.tolist()]))
+'''
+
+
+def test_fix_inside_backslash_continuations_parses_and_computes_the_same(tmp_path):
+    """A lone `\\` line (which libcst leaves out of the code it numbers) and `\\` continuations
+    inside the fixed calls: each keyword lands inside its own call, the file still parses, and
+    the fixed forward computes the same values and gradients as the original."""
+    pytest.importorskip("torch")
+    source = (FIXTURES / "ckp102_backslash_fix.py").read_text()
+    root = write_project(tmp_path, {"fixed.py": source, "run.py": RUN_FORWARD})
+    result = run_cli("fixed.py", "--fix", "--unsafe-fixes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    fixed = (root / "fixed.py").read_text()
+    ast.parse(fixed)
+    assert fixed == (source
+                     .replace("checkpoint(block, x,", "checkpoint(block, x, use_reentrant=False,")
+                     .replace("block, a)", "block, a, use_reentrant=False)")
+                     .replace("  2)", "  2, use_reentrant=False)")
+                     .replace("checkpoint(block, c)", "checkpoint(block, c, use_reentrant=False)"))
+    after = subprocess.run([sys.executable, "run.py"], cwd=root, capture_output=True, text=True)
+    (root / "fixed.py").write_text(source)
+    before = subprocess.run([sys.executable, "run.py"], cwd=root, capture_output=True, text=True)
+    assert before.returncode == 0 and after.returncode == 0, before.stderr + after.stderr
+    assert json.loads(after.stdout) == json.loads(before.stdout)

@@ -384,6 +384,27 @@ def test_sites_lists_the_findings_of_the_named_rule(tmp_path: Path) -> None:
     assert "sites" not in explain_json(log)[1][0]["signatures"][0]
 
 
+def test_sites_in_a_notebook_name_their_cell(tmp_path: Path) -> None:
+    """A notebook's sites read `cell N:row:col` with rows counting in the cell, as the
+    findings of `ckptlint check` do, not rows of the cells' joined text."""
+    from tests.notebooks import notebook_json
+
+    head, body = STATE_BRANCH_PROJECT.split("\n\n\ndef block", 1)
+    (tmp_path / "train.ipynb").write_text(notebook_json(head, "def block" + body))
+    log = str(REAL / "branch_flipped.log")
+    result = run_cli("explain", "--sites", ".", log, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    checked = run_cli("--select", "CKP204", "train.ipynb", cwd=tmp_path).stdout
+    place = checked.split(": CKP204")[0]
+    assert place.startswith("train.ipynb:cell 3:"), checked
+    assert f"    site: {place}: CKP204 checkpointed code branches on `use_gate`" \
+        in result.stdout, result.stdout
+    _, [error], _ = explain_json("--sites", str(tmp_path), log)
+    [site] = error["signatures"][0]["sites"]
+    row = int(place.split(":")[2])
+    assert (site["cell"], site["row"]) == (3, row), site
+
+
 def test_source_lines_quoting_an_error_text_are_not_errors() -> None:
     """A traceback (with `-W error`, or Python 3.13's multi-line statements) shows the source
     that raises the error: its quoted text is not another error."""

@@ -77,6 +77,18 @@ def test_segment_findings_name_their_site_by_cell(tmp_path):
     assert "(checkpointed at train.ipynb:cell 3:8 via train.block)" in result.stdout
 
 
+def test_places_in_messages_name_their_cell(tmp_path):
+    """A message naming another line of the notebook (where state changes) names it by cell
+    and row in it, like the finding's own place."""
+    write(tmp_path, "import torch\nfrom torch.utils.checkpoint import checkpoint\n\nSCALE = 1.0\n",
+          "def block(x):\n    return torch.tanh(x * SCALE)\n",
+          "def step(x):\n    global SCALE\n    out = checkpoint(block, x, use_reentrant=False)\n"
+          "    SCALE = 2.0\n    out.sum().backward()\n", name="train.ipynb")
+    result = run_cli("check", "--no-cache", "train.ipynb", cwd=tmp_path)
+    assert result.stdout.startswith("train.ipynb:cell 3:2:27: CKP201 "), result.stdout
+    assert "which is rebound at train.ipynb:cell 4:4 in `step`" in result.stdout, result.stdout
+
+
 def test_sarif_and_github_point_at_the_file_naming_the_cell(tmp_path):
     write(tmp_path, *CELLS)
     sarif = json.loads(run_cli("check", "--no-cache", "--format", "sarif", "train.ipynb",

@@ -85,13 +85,15 @@ def responsible_sites(path: str, result: ScanResult) -> Sites:
         return {}
     config = with_cli(load_config([path]), select=codes)
     sites: Sites = {code: [] for code in codes}
-    for finding in lint([path], config, use_cache=True).findings:
+    linted = lint([path], config, use_cache=True)
+    for finding in linted.notebooks.in_cells(linted.findings):   # a notebook's: by cell
         sites.setdefault(finding.code, []).append(finding)
     return sites
 
 
 def site_json(finding: Finding) -> dict:
-    return {"filename": finding.filename, "row": finding.start.row,
+    cell = {} if finding.cell is None else {"cell": finding.cell}
+    return {"filename": finding.filename, **cell, "row": finding.start.row,
             "column": finding.start.column, "code": finding.code, "message": finding.message}
 
 
@@ -101,7 +103,7 @@ def signature_sites(signature: Signature, sites: Sites) -> list[Finding] | None:
     if not looked_for:
         return None
     return sorted((finding for code in looked_for for finding in sites[code]),
-                  key=lambda finding: finding.sort_key)
+                  key=lambda finding: (finding.filename, finding.cell or 0, *finding.sort_key[1:]))
 
 
 def sites_text(signature: Signature, sites: Sites | None) -> list[str]:
@@ -113,8 +115,8 @@ def sites_text(signature: Signature, sites: Sites | None) -> list[str]:
     if not found:
         codes = " or ".join(code for code in signature.rules if code in sites)
         return [f"    sites: no {codes} finding in the linted code"]
-    lines = [f"    site: {finding.filename}:{finding.start.row}:{finding.start.column}: "
-             f"{finding.code} {finding.message}" for finding in found[:MAX_SITES_SHOWN]]
+    lines = [f"    site: {finding.place}: {finding.code} {finding.message}"
+             for finding in found[:MAX_SITES_SHOWN]]
     if len(found) > MAX_SITES_SHOWN:
         lines.append(f"    ... and {len(found) - MAX_SITES_SHOWN} more sites")
     return lines
@@ -220,4 +222,3 @@ def error_json(found: FoundError, sites: Sites | None) -> dict:
         "classified": found.classified,
         "signatures": [error_signature_json(signature, sites) for signature in found.signatures],
     }
-

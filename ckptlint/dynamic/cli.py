@@ -129,15 +129,20 @@ def load_findings(path: str):
 
 
 def static_analysis(paths: list[str], config_file: str | None, findings_file: str | None):
-    """(findings, sites, CKP501 enabled) from the static engine or a saved JSON run."""
+    """(findings, sites, CKP501 enabled, notebooks) from the static engine or a saved JSON run.
+    The findings' rows count in the file as linted (a notebook's joined cells; a saved run's
+    notebook findings already name their cell); `notebooks` places them in cells for output."""
+    from ckptlint.syntax.notebook import Notebooks
+
     if findings_file:
-        return load_findings(findings_file), [], True
+        return load_findings(findings_file), [], True, Notebooks()
     from ckptlint.config import load_config
     from ckptlint.engine.run import lint
 
     config = load_config(paths, config_file)
     result = lint(paths, config)
-    return list(result.findings), list(result.sites), "CKP501" in config.enabled_codes()
+    return (list(result.findings), list(result.sites), "CKP501" in config.enabled_codes(),
+            result.notebooks)
 
 
 @click.command("dynamic", cls=DynamicCommand,
@@ -208,7 +213,7 @@ def watch_and_judge(command: list[str], paths: list[str], config_file: str | Non
     from ckptlint.dynamic.summary import summary_lines
     from ckptlint.dynamic.verdicts import build_plan, exit_status, judge_all
 
-    findings, sites, ckp501 = static_analysis(paths, config_file, findings_file)
+    findings, sites, ckp501, notebooks = static_analysis(paths, config_file, findings_file)
     plan = build_plan(findings, sites)
 
     def progress(line: str) -> None:
@@ -222,7 +227,9 @@ def watch_and_judge(command: list[str], paths: list[str], config_file: str | Non
     for line in summary_lines(watched.observations, info):
         click.echo(line, err=True)
     sys.stdout.flush()
-    sys.stdout.buffer.write(encode_report(render(output_format, judged, OutputContext())))
+    shown = notebooks.in_cells(judged)     # a notebook's findings: by cell, rows in it
+    context = OutputContext(read_cell=notebooks.read_cell)
+    sys.stdout.buffer.write(encode_report(render(output_format, shown, context)))
     sys.stdout.buffer.flush()
     sys.stdout.flush()
     return exit_status(judged, info, watched.observations), info.signal

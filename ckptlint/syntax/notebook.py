@@ -307,6 +307,7 @@ class Notebooks:
             data = {**data, "line": row}
             start = end = Position(row, 1)
         else:
+            message = self.places_in_cells(finding.filename, notebook, message)
             cell, row = notebook.locate(finding.start.row)
             start = Position(row, finding.start.column)
             end_cell, end_row = notebook.locate(finding.end.row)
@@ -318,6 +319,16 @@ class Notebooks:
                    if all(number == cell for number, _ in edits) else None)
         return replace(finding, start=start, end=end, site=site, fix=fix, cell=cell,
                        message=message, data=self.data_in_cells(data))
+
+    @staticmethod
+    def places_in_cells(filename: str, notebook: Notebook, message: str) -> str:
+        """A message's places in the notebook (`train.ipynb:10`, a row of the joined text) as
+        `train.ipynb:cell 4:2`."""
+        def placed(match: re.Match) -> str:
+            cell, row = notebook.locate(int(match.group(1)))
+            return f"{filename}:cell {cell}:{row}"
+
+        return re.sub(rf"(?<![\w./\\]){re.escape(filename)}:(\d+)(?!\d)", placed, message)
 
     def data_in_cells(self, data: dict[str, Any]) -> dict[str, Any]:
         """`data` with the places it names in notebooks (`changes`, `hazard`, `backward`:

@@ -400,6 +400,27 @@ def test_dict_value_assigned_before_backward_confirmed():
     assert r.rc == 1
 
 
+def test_object_attribute_assigned_before_backward_confirmed():
+    """The finding names a module-level instance of a project class (`CFG`); only its
+    attribute changes, the object keeps its identity."""
+    r = run_dynamic("state_object.py", ("changed",))
+    assert differs(r.values), "ground truth: the checkpointed gradients must be wrong"
+    f = r.one("CKP201")
+    assert f["verdict"] == "confirmed", f
+    assert ("`CFG` changed between forward and backward (Config(name='block', scale=1.0) → "
+            "Config(name='block', scale=0.5))") in f["evidence"], f["evidence"]
+    assert r.rc == 1
+
+
+def test_unchanged_object_cleared():
+    r = run_dynamic("state_object.py", ("unchanged",))
+    assert not differs(r.values)
+    f = r.one("CKP201")
+    assert f["verdict"] == "cleared", f
+    assert "`CFG` did not change between forward and replay" in f["evidence"], f["evidence"]
+    assert r.rc == 0
+
+
 def test_script_starting_with_a_lone_continuation_joins_its_site():
     """libcst leaves a lone `\\` line out of the code it numbers: the static site must still
     name the line the checkpoint call runs from, or the finding is never exercised."""
@@ -410,3 +431,39 @@ def test_script_starting_with_a_lone_continuation_joins_its_site():
     site = _row("lone_continuation.py", "out = checkpoint(")
     assert f"replay of block() at lone_continuation.py:{site} " in f["evidence"], f["evidence"]
     assert "`SCALE` changed between forward and backward (1.0 → 2.0)" in f["evidence"]
+
+
+# --------------------------------------------------------------------------- notebooks
+
+NOTEBOOK_CELLS = (
+    "import torch\nfrom torch.utils.checkpoint import checkpoint\n\nSCALE = 1.0\n",
+    "def block(x):\n    return torch.tanh(x * SCALE)\n",
+    "def step(x):\n    global SCALE\n    out = checkpoint(block, x, use_reentrant=False)\n"
+    "    SCALE = 2.0\n    out.sum().backward()\n",
+)
+
+
+@pytest.mark.parametrize("output_format", ["text", "json"])
+def test_notebook_findings_name_their_cell(tmp_path, output_format):
+    """A notebook's findings are reported as `ckptlint check` reports them: by cell (markdown
+    cells counted, as Jupyter shows them) and row in it, not by rows of the joined cells."""
+    import json
+
+    from tests.notebooks import notebook_json
+
+    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    (tmp_path / "train.ipynb").write_text(notebook_json(*NOTEBOOK_CELLS))
+    proc = subprocess.run([PY, "-m", "ckptlint", "dynamic", "--format", output_format,
+                           "train.ipynb", "--", PY, "-c", "pass"], cwd=tmp_path,
+                          env=env_with_root(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    if output_format == "text":
+        assert proc.stdout.startswith("train.ipynb:cell 3:2:27: CKP201 [unexercised] "), \
+            proc.stdout
+        assert "(checkpointed at train.ipynb:cell 4:3 via train.block)" in proc.stdout
+        assert "rebound at train.ipynb:cell 4:4 in `step`" in proc.stdout, proc.stdout
+        return
+    [finding] = json.loads(proc.stdout)
+    assert (finding["cell"], finding["location"]["row"]) == (3, 2), finding
+    assert (finding["site"]["cell"], finding["site"]["row"]) == (4, 3), finding
+    assert finding["verdict"] == "unexercised"

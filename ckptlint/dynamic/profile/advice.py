@@ -243,15 +243,16 @@ def _row_name(record: dict[str, Any]) -> str:
 
 
 def verification(record: dict[str, Any], measured: dict[str, Any] | None,
-                 failure: str | None = None) -> dict[str, Any]:
+                 failure: str | None = None, unverifiable: str | None = None) -> dict[str, Any]:
     """What the verifying run measured for a row, next to the prediction; `failure` says how
-    the verifying run failed, if it did."""
+    the verifying run failed, if it did; `unverifiable` why there was none."""
     policy = record["suggested_policy"]
     failed = f"; the verifying run failed: {failure}" if failure else ""
     if measured is None:
         return {"bytes_kept_per_call": None, "activation_bytes_freed_per_call": None,
                 "grad_max_abs_diff": None, "within_budget": None,
-                "text": (f"not verified: the verifying run failed: {failure}" if failure else
+                "text": (f"not verified: {unverifiable}" if unverifiable else
+                         f"not verified: the verifying run failed: {failure}" if failure else
                          "the verifying run did not run this segment with gradients")}
     kept = measured["policy_bytes_kept_per_call"]
     diff = measured["grad_max_abs_diff"]

@@ -218,13 +218,25 @@ def _verify(command: list[str], keys, timeout: float | None, report,
             min_bytes: int) -> str | None:
     """--verify: run the command again with each suggested policy applied to its segments
     (and --grad-check on), and put what that run measured next to each prediction. Returns
-    how the verifying run failed, or None."""
+    how the verifying run failed or why none could run (a torch without selective
+    checkpointing), or None."""
     from ckptlint.dynamic.profile.advice import verification
 
     policies = {s.target: s.suggestion["save"] for s in report.sites
                 if s.suggestion and s.target}
     if not policies:
         return None
+    import torch.utils.checkpoint as cp
+    if not hasattr(cp, "create_selective_checkpoint_contexts"):    # torch 2.4
+        missing = ("this torch has no selective activation checkpointing "
+                   "(torch.utils.checkpoint.create_selective_checkpoint_contexts) to apply "
+                   "the policies with")
+        click.echo(f"ckptlint profile: --verify: not verified: {missing}", err=True)
+        for site in report.sites:
+            if site.suggestion:
+                site.suggestion["verified"] = verification(site.to_json(min_bytes), None,
+                                                           unverifiable=missing)
+        return missing
     click.echo("ckptlint profile: --verify: running the command again with the suggested "
                "policies", err=True)
     second, watched = _run(command, keys, timeout, {"grad_check": True, "policies": policies})

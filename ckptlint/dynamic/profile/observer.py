@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -257,8 +258,12 @@ class ModuleTracker:
 
     def install(self) -> None:
         from torch.nn.modules import module as module_mod
-        self._handles = [module_mod.register_module_forward_pre_hook(self._enter),
-                         module_mod.register_module_forward_hook(self._leave, with_kwargs=True)]
+        after = module_mod.register_module_forward_hook
+        if "with_kwargs" in inspect.signature(after).parameters:
+            leave = after(self._leave, with_kwargs=True)
+        else:   # torch 2.4: the global hook is not given keyword arguments (not counted)
+            leave = after(lambda module, args, output: self._leave(module, args, {}, output))
+        self._handles = [module_mod.register_module_forward_pre_hook(self._enter), leave]
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda x: x)
         self._hooks.__enter__()
 

@@ -125,6 +125,8 @@ def apply_policies(policies: dict[str, list[str]]) -> list[str]:
     import torch.utils.checkpoint as cp
     from ckptlint.dynamic.watch.torch_adapter import _frame_builders, _parameters, targets_of
 
+    if not hasattr(cp, "create_selective_checkpoint_contexts"):   # torch 2.4: no SAC
+        return []
     wanted = {key: policy_for(set(names)) for key, names in policies.items()}
     wrapped = []
     for name, _ in _frame_builders():

@@ -13,11 +13,14 @@ module attributes and built-in containers, so watching changes nothing.
 from __future__ import annotations
 
 import ast
+import collections
+import contextlib
 import hashlib
 import inspect
 import os
 import sys
 import threading
+import types
 from typing import Any
 
 import torch
@@ -82,19 +85,75 @@ SHOWN = 60              # a summary longer than this shows a digest of its conte
 
 
 class _Undigestable(Exception):
-    """A container whose contents cannot be summarised in full (the reason is the message)."""
+    """A value whose contents cannot be summarised in full (the reason is the message)."""
 
 
-def _content(value, depth: int, budget: list[int]) -> str:
+_POINTER = 8 if sys.maxsize > 2 ** 32 else 4
+_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
+_SEQUENCE_TYPES = (list, tuple, set, frozenset, collections.deque)
+
+
+_SCALARS = (bool, int, float, complex, str, bytes)
+
+
+def _scalar_repr(value) -> str:
+    """The repr of None or a value of a built-in scalar type, by that type's own repr (a
+    subclass's `__repr__` is user code)."""
+    base = next((k for k in _SCALARS if issubclass(type(value), k)), None)
+    return repr(value) if base is None else base.__repr__(value)
+
+
+def _slots(cls) -> list[tuple[str, types.MemberDescriptorType]]:
+    """The `__slots__` members of a class and the classes above it."""
+    members = []
+    for klass in reversed(cls.__mro__[:-1]):
+        own = vars(klass)
+        names = own.get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            slot = own.get(name)
+            if isinstance(slot, types.MemberDescriptorType):
+                members.append((name, slot))
+    return members
+
+
+def _instance_attributes(value) -> list[tuple[str, Any]] | None:
+    """A plain object's attributes, (name, value) sorted by name: its `__dict__` and its
+    `__slots__`, read from the instance's own storage through the C descriptors (no property,
+    `__getattr__`, `__getattribute__` or other method of its class runs). None unless its
+    instances are laid out as class statements on `object` make them (an object's header,
+    the slots, a weakref and dict pointer, nothing else): a built-in or extension type, or a
+    subclass of one, keeps state where these reads do not reach."""
+    cls = type(value)
+    slots = _slots(cls)
+    own_pointers = len(slots) + (cls.__weakrefoffset__ > 0) + (cls.__dictoffset__ > 0)
+    if cls.__itemsize__ or cls.__basicsize__ != object.__basicsize__ + _POINTER * own_pointers:
+        return None
+    found: dict[str, Any] = {}
+    for name, slot in slots:
+        with contextlib.suppress(AttributeError):       # an unset slot
+            found[name] = slot.__get__(value, cls)
+    for klass in cls.__mro__[:-1]:
+        descriptor = vars(klass).get("__dict__")
+        if descriptor is not None:
+            if not isinstance(descriptor, types.GetSetDescriptorType):
+                return None                 # a class that defines its own `__dict__`
+            found.update(descriptor.__get__(value, cls))
+            break
+    return sorted(found.items(), key=lambda item: str(item[0]))
+
+
+def _content(value, depth: int, budget: list[int], inside: set[int]) -> str:
     """The contents of a value as text that changes whenever they do: scalars by repr,
-    tensors by their digest, built-in containers recursively (dict keys and sets sorted).
-    `budget`: [values, tensor elements] still to read."""
+    tensors by their digest, built-in containers and plain objects (their attributes)
+    recursively (dict keys, sets and attributes sorted). `budget`: [values, tensor elements]
+    still to read; `inside`: ids of the containers and objects being read (a reference back
+    to one of them reads `<cycle>`)."""
     budget[0] -= 1
     if budget[0] < 0:
         raise _Undigestable(f"more than {CONTAINER_VALUES} values")
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        return repr(value)
-    if isinstance(value, torch.Tensor):
+    if value is None or issubclass(type(value), _SCALARS):
+        return _scalar_repr(value)
+    if issubclass(type(value), torch.Tensor):
         budget[1] -= value.numel()
         if budget[1] < 0:
             raise _Undigestable(f"tensors of more than {CONTAINER_TENSOR_ELEMENTS} elements")
@@ -102,68 +161,87 @@ def _content(value, depth: int, budget: list[int]) -> str:
         if d is None:
             raise _Undigestable(f"holds a {type(value).__name__} that cannot be read")
         return f"tensor{list(value.shape)} {short(d)}"
-    if type(value) in (list, tuple, dict, set, frozenset):
-        if depth >= CONTAINER_DEPTH:
-            raise _Undigestable(f"nested more than {CONTAINER_DEPTH} levels")
-        if len(value) > CONTAINER_VALUES:
-            raise _Undigestable(f"more than {CONTAINER_VALUES} values")
-        if isinstance(value, dict):
-            items = sorted(f"{_content(k, depth + 1, budget)}: {_content(v, depth + 1, budget)}"
-                           for k, v in list(value.items()))
-            return "{" + ", ".join(items) + "}"
-        parts = [_content(v, depth + 1, budget) for v in list(value)]
-        if isinstance(value, (set, frozenset)):
-            return "{" + ", ".join(sorted(parts)) + "}"
-        if isinstance(value, tuple):
-            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-        return "[" + ", ".join(parts) + "]"
-    if callable(value) and not isinstance(value, torch.nn.Module):
-        return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')} at {id(value):#x}>"
-    if isinstance(value, torch.nn.Module):
+    if type(value) in (torch.dtype, torch.device, torch.Size):
+        return repr(value)
+    if issubclass(type(value), torch.nn.Module):
         return summarize(value)     # by its buffers, as on its own
-    # A user object's state is not read (no properties, no __eq__): its contents are unknown.
-    raise _Undigestable(f"holds a {type(value).__name__}, whose contents are not read")
-
-
-def container_summary(value) -> str:
-    """`list [0.5]`, or `list of length N #digest` when the contents are long; an unreadable
-    summary naming why when they cannot all be read, so no comparison of it clears anything."""
-    kind = type(value).__name__
+    is_container = type(value) in _DICT_TYPES + _SEQUENCE_TYPES
+    attributes = None if is_container else _instance_attributes(value)
+    if callable(value) and attributes is None:      # a function, method or class
+        return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')} at {id(value):#x}>"
+    if id(value) in inside:
+        return "<cycle>"
+    if not is_container and attributes is None:
+        # A built-in or extension object's state is not read (no methods of it are called).
+        raise _Undigestable(f"holds a {type(value).__name__}, whose contents are not read")
+    if depth >= CONTAINER_DEPTH:
+        raise _Undigestable(f"nested more than {CONTAINER_DEPTH} levels")
+    inside.add(id(value))
     try:
-        text = _content(value, 0, [CONTAINER_VALUES + 1, CONTAINER_TENSOR_ELEMENTS])
+        return _nested_content(value, attributes, depth + 1, budget, inside)
+    finally:
+        inside.discard(id(value))
+
+
+def _nested_content(value, attributes, depth, budget, inside) -> str:
+    def read(item):
+        return _content(item, depth, budget, inside)
+
+    if attributes is not None:
+        if len(attributes) > CONTAINER_VALUES:
+            raise _Undigestable(f"more than {CONTAINER_VALUES} values")
+        parts = ", ".join(f"{name}={read(item)}" for name, item in attributes)
+        return f"{type(value).__name__}({parts})"
+    if len(value) > CONTAINER_VALUES:
+        raise _Undigestable(f"more than {CONTAINER_VALUES} values")
+    if issubclass(type(value), dict):
+        items = sorted(f"{read(k)}: {read(v)}" for k, v in list(value.items()))
+        return "{" + ", ".join(items) + "}"
+    parts = [read(v) for v in list(value)]
+    if issubclass(type(value), (set, frozenset)):
+        return "{" + ", ".join(sorted(parts)) + "}"
+    if issubclass(type(value), tuple):
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return "[" + ", ".join(parts) + "]"
+
+
+def contents_summary(value) -> str:
+    """`list [0.5]`, `Config(scale=0.5)`, or `list of length N #digest` / `Config #digest`
+    when the text is long; an unreadable summary naming why when the contents cannot all be
+    read, so no comparison of it clears anything."""
+    kind = type(value).__name__
+    sized = type(value) in _DICT_TYPES + _SEQUENCE_TYPES
+    try:
+        text = _content(value, 0, [CONTAINER_VALUES + 1, CONTAINER_TENSOR_ELEMENTS], set())
     except _Undigestable as why:
-        return f"{UNREADABLE} {kind} of length {len(value)}: {why}>"
+        length = f" of length {len(value)}" if sized else ""
+        return f"{UNREADABLE} {kind}{length}: {why}>"
     if len(text) <= SHOWN:
-        return f"{kind} {text}"
+        return text if not sized else f"{kind} {text}"
     check = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
-    return f"{kind} of length {len(value)} #{check}"
+    return f"{kind} of length {len(value)} #{check}" if sized else f"{kind} #{check}"
 
 
 def summarize(value) -> str:
     if value is _MISSING:
         return f"{UNREADABLE}>"
-    if callable(value) and not isinstance(value, torch.nn.Module):
+    if callable(value) and not issubclass(type(value), torch.nn.Module) and \
+            _instance_attributes(value) is None:
         return f"<{type(value).__name__}>"      # bound methods are new objects per access
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        text = repr(value)
+    if value is None or issubclass(type(value), (bool, int, float, str, bytes)):
+        text = _scalar_repr(value)
         return text if len(text) <= 60 else text[:57] + "..."
-    if isinstance(value, torch.Tensor):
+    if issubclass(type(value), torch.Tensor):
         d = digest(value)
         shape = list(value.shape)
         return f"tensor{shape} {short(d)}" if d else f"tensor{shape}"
-    if isinstance(value, torch.nn.Module):
+    if issubclass(type(value), torch.nn.Module):
         digests = [d for d in map(digest, value.buffers()) if d]
         if not digests:
             return f"<{type(value).__name__}>"
         total = [sum(d[0] for d in digests), sum(d[1] for d in digests)]
         return f"{type(value).__name__} buffers {short(total)}"
-    if type(value) in (list, tuple, dict, set, frozenset):
-        return container_summary(value)
-    try:
-        length = len(value)
-        return f"{type(value).__name__} of length {length}"
-    except TypeError:
-        return f"<{type(value).__name__} at {id(value):#x}>"
+    return contents_summary(value)
 
 
 class StateWatcher:

@@ -20,8 +20,7 @@ import sys
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
-                                    create_selective_checkpoint_contexts)
+from torch.utils.checkpoint import checkpoint
 
 N, D, H = 256, 64, 512          # rows, width, hidden width of the SAC block
 FLOAT = 4
@@ -107,6 +106,7 @@ class MatmulBlock(nn.Module):
 
 
 def save_matmuls(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy     # torch 2.5 and newer
     if op == torch.ops.aten.mm.default:
         return CheckpointPolicy.MUST_SAVE
     return CheckpointPolicy.PREFER_RECOMPUTE
@@ -118,6 +118,7 @@ class Selective(nn.Module):
         self.block = MatmulBlock()
 
     def forward(self, x):
+        from torch.utils.checkpoint import create_selective_checkpoint_contexts
         context = functools.partial(create_selective_checkpoint_contexts, save_matmuls)
         return checkpoint(self.block, x, use_reentrant=False, context_fn=context)  # toy: sac
 
