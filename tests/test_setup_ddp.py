@@ -24,9 +24,14 @@ def free_port() -> str:
 
 
 def train(project: Path, out: Path) -> list[str]:
-    process_tree.run([sys.executable, str(TRAIN), str(project), str(out), free_port()],
-                     check=True, timeout=240, capture_output=True)
-    return [(out / f"rank{rank}.txt").read_text() for rank in range(2)]
+    """Each rank's outcome, which it writes before tearing its process group down. The exit
+    status is not the outcome: after both ranks fail in backward, gloo's teardown sometimes
+    aborts one of them (SIGABRT) once its outcome is written."""
+    done = process_tree.run([sys.executable, str(TRAIN), str(project), str(out), free_port()],
+                            timeout=240, capture_output=True, text=True)
+    outcomes = [out / f"rank{rank}.txt" for rank in range(2)]
+    assert all(path.is_file() for path in outcomes), done.stderr[-3000:]
+    return [path.read_text() for path in outcomes]
 
 
 def ckp601(project: Path) -> list[str]:
