@@ -320,7 +320,7 @@ def module_level_names(path: Path, module_name: str, is_package: bool,
     import ast
 
     from ckptlint.syntax.modnames import resolve_relative
-    from ckptlint.syntax.reading import parse_ast
+    from ckptlint.syntax.reading import bound_name, parse_ast
 
     try:
         text = limits.read_text(path)
@@ -341,15 +341,9 @@ def module_level_names(path: Path, module_name: str, is_package: bool,
             own = base in own_names
             names.update(alias.asname or alias.name for alias in node.names if alias.name != "*"
                          and not (own and alias.asname in (None, alias.name)))
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
+        elif (name := bound_name(node)) is not None:
+            names.add(name)
         if isinstance(node, nested):
-            if not isinstance(node, ast.Lambda):
-                names.add(node.name)
             pending.extend(node.decorator_list if not isinstance(node, ast.Lambda) else ())
             continue  # its body binds in its own scope
         pending.extend(ast.iter_child_nodes(node))

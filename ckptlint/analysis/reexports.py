@@ -22,6 +22,7 @@ from typing import Any
 
 from ckptlint.storage.plain_data import ShapeError, want_dict, want_int, want_list, want_str
 from ckptlint.syntax.modnames import resolve_relative
+from ckptlint.syntax.reading import bound_name
 
 # One import binding a name: (dots of a relative import, module or dotted name written,
 # name imported from it ("" for `import a.b`), inside a conditional region).
@@ -31,7 +32,6 @@ Reexports = dict[str, list[ImportBinding]]
 _TRY_STAR = getattr(ast, "TryStar", ast.Try)  # `try: ... except* E:` (Python 3.11+)
 _BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
              _TRY_STAR, ast.Match)
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def reexports(tree: ast.Module) -> Reexports:
@@ -77,17 +77,10 @@ def _other_bound_names(tree: ast.Module) -> set[str]:
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
-        if isinstance(node, _NESTED):
-            if not isinstance(node, ast.Lambda):
-                names.add(node.name)
+        elif (name := bound_name(node)) is not None:
+            names.add(name)
         pending.extend(ast.iter_child_nodes(node))  # nested bodies too: for `global`
     return names
 

@@ -172,3 +172,18 @@ def syntax_reason(error: SyntaxError) -> str:
 def check_syntax(text: str, filename: str) -> None:
     """Reject what CPython rejects before libcst sees it."""
     parse_ast(text, filename)
+
+
+def bound_name(node: ast.AST) -> str | None:
+    """The name an `ast` node binds in the scope around it other than by an import or a
+    `global`/`nonlocal` statement: an assignment target, a match capture, an `except ... as`
+    name, a function or class name."""
+    if isinstance(node, ast.Name):
+        return None if isinstance(node.ctx, ast.Load) else node.id
+    if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)):
+        return node.name
+    if isinstance(node, ast.MatchMapping):
+        return node.rest
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name
+    return None
