@@ -147,6 +147,46 @@ def test_dependencies_are_checked_by_digest(tmp_path: Path) -> None:
     assert cache_module.Cache.open(config, []).lookup("a.py", linted, os.stat(linted)) is None
 
 
+def test_absent_dependencies_are_stored_as_the_folder_above_them(tmp_path: Path) -> None:
+    """Name lookups probe many paths that do not exist: each is stored as the nearest
+    folder that does, by the names in it, so a warm run lists a few folders instead of
+    checking every probed path. Creating a probed path, however deep, adds a name to that
+    folder; an atomic save of another file there (a copy renamed over it) does not."""
+    config = Config(root=tmp_path, cache_dir=tmp_path / "c")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "present.py").write_text("x = 1\n")
+    linted = tmp_path / "a.py"
+    linted.write_text("y = 2\n")
+    absent = [package / "one.py", package / "one" / "__init__.py",
+              package / "two" / "deep" / "__init__.py", package / "three.py"]
+    store = cache_module.Cache.open(config, [])
+    info = os.stat(linted)
+    digest, _ = store.lookup_bytes("a.py", linted, info, linted.read_bytes())
+    store.store("a.py", cache_module.signature(info), digest, [], [],
+                tuple(str(path) for path in absent), False)
+    stored = store.entries["a.py"].dependencies
+    assert [path for path, _ in stored] == [str(package)]
+    assert stored[0][1].startswith(cache_module.FOLDER_STAMP)
+    store.save()
+
+    def valid() -> bool:
+        return cache_module.Cache.open(config, []).lookup("a.py", linted,
+                                                          os.stat(linted)) is not None
+
+    assert valid()
+    copy = package / "present.py.tmp"
+    copy.write_text("x = 2\n")
+    os.replace(copy, package / "present.py")
+    assert valid()
+    (package / "two" / "deep").mkdir(parents=True)
+    assert not valid()
+    shutil.rmtree(package / "two")
+    assert valid()
+    (package / "three.py").write_text("")
+    assert not valid()
+
+
 def test_any_project_change_invalidates_files_with_sites_only(project: Path) -> None:
     (project / "a.py").write_text(CKP102_SOURCE)
     (project / "clean.py").write_text("x = 1\n")

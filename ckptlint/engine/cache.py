@@ -10,7 +10,12 @@ installed transformers and trl versions (CKP104 reads them).
 
 An entry is valid when the file's bytes digest to the stored digest and every file its
 analysis looked at (cross-file modules a segment reached into, and module paths it probed
-and did not find) is unchanged. A file that was analysed (it holds a site) also depends on
+and did not find) is unchanged. A probed path that did not exist is stored as the nearest
+folder above it that does, with a digest of the names in that folder (a folder stamp):
+creating the path, or any folder on the way to it, adds a name there. Name lookups probe
+many absent paths (two per import root for each dotted name tried; over a hundred thousand
+for one site file in the torch tree), and most share a few folders: a warm run checks those
+folders, not each path. A file that was analysed (it holds a site) also depends on
 the whole project: whether state a segment reads "is changed elsewhere" (CKP201/CKP204) is
 answered by scanning every project file, so any added, removed or changed `.py` file under
 the import roots invalidates those entries (and only those: they are the few with sites). So
@@ -54,8 +59,10 @@ from ckptlint.storage.plain_data import (
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
-FORMAT = 4  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`;
-# 3: state findings without phases decided by the call graph (no `because`/`via`)
+FORMAT = 5  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`;
+# 3: state findings without phases decided by the call graph (no `because`/`via`); 4: every
+# absent dependency stored on its own, no folder stamps
+FOLDER_STAMP = "folder "  # prefix of a dependency's stored value that stamps a folder
 
 Signature = tuple[int, int, int, int]
 CacheKey = tuple[Signature, str]  # (stat signature, digest): what a file is cached under
@@ -127,7 +134,8 @@ class Entry:
     digest: str
     findings: list[Finding]
     sites: list[SiteRecord]
-    # (absolute path, digest or None when it did not exist or could not be read)
+    # (absolute path, digest or None when it could not be read, or, for a folder standing for
+    # absent paths beneath it, its stamp: FOLDER_STAMP + a digest of its names)
     dependencies: tuple[tuple[str, str | None], ...] = ()
     project: str | None = None  # the project signature, for answers resting on the whole project
 
@@ -176,6 +184,7 @@ class Cache:
     # Facts about project files by content, next to the entries (`summary_store`).
     summaries: SummaryStore | None = None
     _current: dict[str, str | None] = field(default_factory=dict)  # digests seen this run
+    _stamps: dict[str, str | None] = field(default_factory=dict)  # folder stamps seen this run
     _project: str | None = None
 
     @classmethod
@@ -235,7 +244,9 @@ class Cache:
     def dependencies_unchanged(self, entry: Entry) -> bool:
         if entry.project is not None and entry.project != self.project_signature():
             return False
-        return all(self.current_digest(path) == expected for path, expected in entry.dependencies)
+        return all((self.folder_stamp(path) if expected is not None
+                    and expected.startswith(FOLDER_STAMP) else self.current_digest(path))
+                   == expected for path, expected in entry.dependencies)
 
     def project_signature(self) -> str:
         """Paths, sizes and modification times of every project `.py` file (once per run)."""
@@ -272,6 +283,32 @@ class Cache:
         self._current[path] = value
         return value
 
+    def folder_stamp(self, path: str) -> str | None:
+        """A digest of the names in the folder (None when it is not a folder that can be
+        listed). Names, not the modification time: an editor's atomic save (write a copy,
+        rename it over the file) changes the time and leaves the names as they were."""
+        if path not in self._stamps:
+            try:
+                names = sorted(os.listdir(path))
+            except OSError:
+                self._stamps[path] = None
+            else:
+                self._stamps[path] = FOLDER_STAMP + digest("\0".join(names).encode(
+                    "utf-8", "surrogateescape"))
+        return self._stamps[path]
+
+    def dependency(self, path: str) -> tuple[str, str | None]:
+        """What to store for one dependency: its digest, or for a path that does not exist
+        the stamp of the nearest folder above it that does."""
+        value = self.current_digest(path)
+        if value is not None or os.path.lexists(path):
+            return path, value
+        folder = os.path.dirname(path)
+        while folder != os.path.dirname(folder) and self.folder_stamp(folder) is None:
+            folder = os.path.dirname(folder)
+        stamp = self.folder_stamp(folder)
+        return (folder, stamp) if stamp is not None else (path, None)
+
     # -- updates -----------------------------------------------------------------------
     def record(self, path: Path, file_signature: Signature, file_digest: str, *, hit: bool,
                display: str) -> None:
@@ -290,7 +327,7 @@ class Cache:
         self.unchecked.pop(display, None)
         self.entries[display] = Entry(
             file_signature, file_digest, list(findings), list(sites),
-            tuple((path, self.current_digest(path)) for path in dependencies),
+            tuple(dict.fromkeys(self.dependency(path) for path in dependencies)),
             self.project_signature() if whole_project else None)
         self.changed = True
 
