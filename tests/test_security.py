@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ckptlint.storage import atomic
+from ckptlint.storage.plain_data import write_json
 from tests.cli_helpers import CKP102_SOURCE, REPO, run_cli, run_cli_process
 
 FIXED = "checkpoint(block, x, use_reentrant=False)"
@@ -344,6 +345,7 @@ KILLED_WRITER = """\
 import os, sys, time
 from pathlib import Path
 from ckptlint.storage import atomic
+from ckptlint.storage.plain_data import write_json
 
 def stall(fd):  # the data is written: stop here, as a run killed mid-write would
     print("written", flush=True)
@@ -410,6 +412,27 @@ def test_temporary_names_carry_the_writer_and_fit_any_file_name(tmp_path: Path) 
     assert f".{atomic.host_tag()}-{dead_pid}." in leftover.name
     assert atomic.remove_dead_temporaries(tmp_path) == [leftover.name]
     assert sorted(tmp_path.iterdir()) == [long_name]
+
+
+def test_a_process_sweeps_each_folder_once_however_many_files_it_writes_there(
+        tmp_path: Path) -> None:
+    """The summary store writes thousands of entries into one folder: listing the folder
+    before each write cost more than the writes. A process sweeps a folder on its first
+    write there; a leftover appearing later is removed by the next process writing there."""
+    folder = tmp_path / "summaries"
+    folder.mkdir()
+    write_json(folder / "first.json", {"n": 1}, durable=False)
+    dead_pid, leftover = kill_while_writing(folder / "entry.json")
+    write_json(folder / "second.json", {"n": 2}, durable=False)
+    assert leftover.exists()
+    subprocess.run([sys.executable, "-c",
+                    "import sys; from pathlib import Path; "
+                    "from ckptlint.storage.plain_data import write_json; "
+                    "write_json(Path(sys.argv[1]), {'n': 3})", str(folder / "third.json")],
+                   check=True, cwd=REPO)
+    assert not leftover.exists()
+    assert sorted(path.name for path in folder.iterdir()) == ["first.json", "second.json",
+                                                              "third.json"]
 
 
 def test_a_cached_position_of_the_right_shape_but_absurd_size_costs_nothing(

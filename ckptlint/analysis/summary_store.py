@@ -100,7 +100,7 @@ class SummaryStore:
                 write_markers(cache_folder)
             self.folder.mkdir(exist_ok=True)
             for digest in sorted(self._changed):
-                write_json(self.folder / f"{digest}.json", self._entries[digest])
+                write_json(self.folder / f"{digest}.json", self._entries[digest], durable=False)
         except (OSError, ValueError):  # read-only tree, full disk: the next run computes again
             pass
         self._entries.clear()

@@ -2,8 +2,9 @@
 
 The temporary file is named `.<name>.<host>-<pid>.<random>.ckptlint-tmp`: `host` is a short
 digest of this machine's name and `pid` the writer's process id. A writer killed between
-creating it and renaming it leaves it behind; the next write into the same folder removes such
-leftovers whose writer ran on this machine and is dead. Nothing else is ever removed: not a
+creating it and renaming it leaves it behind; a process's first write into a folder removes
+such leftovers whose writer ran on this machine and is dead (once per folder: the summary
+store writes thousands of files into one folder). Nothing else is ever removed: not a
 live writer's file, not one from another machine (a shared cache folder), not a link, not a
 name of another shape.
 """
@@ -19,6 +20,7 @@ TEMP_SUFFIX = ".ckptlint-tmp"
 _TEMP_NAME = re.compile(r"\.(?P<host>[0-9a-f]{8})-(?P<pid>[1-9][0-9]{0,9})\.[a-z0-9_]+"
                         + re.escape(TEMP_SUFFIX) + r"\Z")
 _NAME_KEPT = 100  # bytes of the file's own name in its temporary's (a name has at most 255)
+_swept: set[Path] = set()  # folders this process has removed dead writers' temporaries from
 
 
 def host_tag() -> str:
@@ -28,23 +30,28 @@ def host_tag() -> str:
     return hashlib.blake2b(platform.node().encode(), digest_size=4).hexdigest()
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None, *,
+                 durable: bool = True) -> None:
     """Replace `path` by `data` through a temporary file in the same folder.
 
     `mode`: permission bits for the result (a fixed file keeps its own); None leaves the
-    temporary file's default.
+    temporary file's default. `durable`: flush the data to the disk before the rename (a
+    user's file); a cache entry that a power cut leaves empty is only a miss.
     """
     import tempfile  # (here: most runs write nothing, and the import costs 4 ms)
 
-    remove_dead_temporaries(path.parent)
+    if path.parent not in _swept:
+        remove_dead_temporaries(path.parent)
+        _swept.add(path.parent)
     name = os.fsdecode(os.fsencode(path.name)[:_NAME_KEPT])
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=TEMP_SUFFIX,
                                          prefix=f".{name}.{host_tag()}-{os.getpid()}.")
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
+            if durable:
+                stream.flush()
+                os.fsync(stream.fileno())
         if mode is not None:
             os.chmod(temporary, mode & 0o7777)
         os.replace(temporary, path)

@@ -123,6 +123,8 @@ def read_regular_file(path: Path, max_bytes: int) -> bytes | None:
     return data if len(data) <= max_bytes else None
 
 
-def write_json(path: Path, value: Any) -> None:
-    """Replace `path` by `value` as compact ASCII JSON, atomically (OSError when it cannot)."""
-    write_atomic(path, json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii"))
+def write_json(path: Path, value: Any, *, durable: bool = True) -> None:
+    """Replace `path` by `value` as compact ASCII JSON, atomically (OSError when it cannot);
+    `durable`: as `write_atomic`'s."""
+    write_atomic(path, json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii"),
+                 durable=durable)
