@@ -237,6 +237,40 @@ def test_the_project_signature_covers_the_project_scan(project: Path) -> None:
         assert cache_module.project_signature([project], project) != before, path
 
 
+def test_in_an_environment_folder_the_signature_covers_the_linted_packages_only(
+        tmp_path: Path) -> None:
+    """In `site-packages` the project scan reads only the packages being linted; so does the
+    signature: a warm run over torch does not list the 10,000 files of every other installed
+    distribution, and an edit to one of them invalidates nothing."""
+    from ckptlint.analysis.project import Project
+
+    site = tmp_path / "site-packages"
+    for name in ("mine/__init__.py", "mine/model.py", "other/__init__.py", "loose.py"):
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text("x = 1\n")
+    project = Project([])
+    project.add_root_for(site / "mine" / "model.py")
+    scanned = project.source_files()
+    assert {path.relative_to(site).as_posix() for path in scanned} == {
+        "mine/__init__.py", "mine/model.py"}
+    entries = project.environment_entries
+
+    def signature() -> str:
+        return cache_module.project_signature(project.roots, tmp_path, entries)
+
+    for path in scanned:
+        before = signature()
+        path.write_text("x = 22\n")
+        assert signature() != before, path
+    before = signature()
+    (site / "other" / "__init__.py").write_text("x = 22\n")
+    (site / "loose.py").write_text("x = 22\n")
+    (site / "third.py").write_text("")
+    assert signature() == before
+    (site / "mine" / "new.py").write_text("")
+    assert signature() != before
+
+
 def test_configuration_and_version_are_part_of_the_key(project: Path, monkeypatch) -> None:
     (project / "a.py").write_text(CKP102_SOURCE)
     run(["."])

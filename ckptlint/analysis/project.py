@@ -131,6 +131,11 @@ class Project:
             if parts and all(part.isidentifier() for part in parts):
                 yield root, ".".join(parts)
 
+    @property
+    def environment_entries(self) -> dict[Path, set[str]]:
+        """For each root that is an environment folder, the entries being linted there."""
+        return {root: set(names) for root, names in self._linted_entries.items()}
+
     def display_name(self, path: Path) -> str:
         if self.display_base is not None:
             try:

@@ -172,6 +172,9 @@ class Entry:
 class Cache:
     path: Path
     roots: list[Path] = field(default_factory=list)
+    # For a root that is an environment folder: the entries being linted there (the only
+    # ones the project scan reads: `Project.environment_entries`).
+    environment_entries: dict[Path, set[str]] = field(default_factory=dict)
     config_root: Path = Path(".")  # where configs at their default places are looked for
     # Entries by display name: checked and decoded ones, and those as read (checked when
     # first looked up; `entry`).
@@ -188,8 +191,10 @@ class Cache:
     _project: str | None = None
 
     @classmethod
-    def open(cls, config, roots: list[Path]) -> Cache | None:
-        """The cache for this run; None when it must not be used (a link in the tree)."""
+    def open(cls, config, roots: list[Path],
+             environment_entries: dict[Path, set[str]] | None = None) -> Cache | None:
+        """The cache for this run; None when it must not be used (a link in the tree).
+        `environment_entries`: as the attribute."""
         folder, chosen = cache_location(config)
         path = folder / f"run-{run_key(config, roots)}.json"
         if not chosen:
@@ -198,7 +203,8 @@ class Cache:
                 note_once(f"ckptlint: {link} is a symbolic link; running without the cache "
                           "(a cache inside the project is never used through a link)")
                 return None
-        cache = cls(path, roots=list(roots), config_root=config.root,
+        cache = cls(path, roots=list(roots), environment_entries=environment_entries or {},
+                    config_root=config.root,
                     summaries=SummaryStore.in_cache(folder, chosen))
         data = read_json(path)
         if (type(data) is dict and data.get("format") == FORMAT
@@ -251,7 +257,8 @@ class Cache:
     def project_signature(self) -> str:
         """Paths, sizes and modification times of every project `.py` file (once per run)."""
         if self._project is None:
-            self._project = project_signature(self.roots, self.config_root)
+            self._project = project_signature(self.roots, self.config_root,
+                                              self.environment_entries)
         return self._project
 
     def known_digest(self, path: str, file_signature: Signature) -> str | None:
@@ -356,10 +363,12 @@ def note_once(message: str) -> None:
         print(message, file=sys.stderr)
 
 
-def project_signature(roots: list[Path], config_root: Path) -> str:
-    """What `Project.source_files` scans, summarised: walked the same way, capped the same
-    way; and the configs the training setup would read at their default places (one added
-    there changes CKP601's answers)."""
+def project_signature(roots: list[Path], config_root: Path,
+                      environment_entries: dict[Path, set[str]] | None = None) -> str:
+    """What `Project.source_files` scans, summarised: walked the same way (in an
+    environment folder, only the entries being linted: `environment_entries`), capped the
+    same way; and the configs the training setup would read at their default places (one
+    added there changes CKP601's answers)."""
     summary = hashlib.blake2b(digest_size=16)
     for path in default_place_configs(config_root):
         try:
@@ -371,12 +380,15 @@ def project_signature(roots: list[Path], config_root: Path) -> str:
     count = 0
     for root in roots:
         stack = [str(root)]
+        linted = (environment_entries or {}).get(root)
         while stack:  # depth first, sorted: the order of os.walk in bindings
             folder = stack.pop()
             try:
                 entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
             except OSError:
                 continue
+            if linted is not None and folder == str(root):
+                entries = [entry for entry in entries if entry.name in linted]
             folders = []
             for entry in entries:
                 name = entry.name

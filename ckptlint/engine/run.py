@@ -158,7 +158,8 @@ class Run:
         if self.use_cache and self.targets:
             from ckptlint.engine.cache import Cache
 
-            self.cache = Cache.open(self.config, self.linter.project.roots)
+            project = self.linter.project
+            self.cache = Cache.open(self.config, project.roots, project.environment_entries)
             if self.cache is not None and self.cache.summaries is not None:
                 self.linter.project.summaries = self.cache.summaries
         results: dict[int, FileResult] = {}
