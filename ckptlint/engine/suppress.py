@@ -44,30 +44,24 @@ class Suppressions:
         return None
 
 
-def comments(text: str) -> list[tuple[int, int, str]]:
-    """(row, column, text) of every comment token, and logical line spans."""
-    found = []
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT:
-                found.append((token.start[0], token.start[1] + 1, token.string))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    return found
-
-
-def statement_spans(text: str) -> dict[int, range]:
+def comments_and_spans(text: str) -> tuple[list[tuple[int, int, str]], dict[int, range]]:
+    """(row, column, text) of every comment token, and for each row of a statement spanning
+    several rows, all its rows: one pass of the tokenizer (the costly part of a warm run)."""
+    found: list[tuple[int, int, str]] = []
     spans: dict[int, range] = {}
     start = None
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT,
-                              tokenize.ENCODING):
+            kind = token.type
+            if kind == tokenize.COMMENT:
+                found.append((token.start[0], token.start[1] + 1, token.string))
+            if kind in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT,
+                        tokenize.ENCODING):
                 if start is None:
                     continue
             if start is None:
                 start = token.start[0]
-            if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            if kind in (tokenize.NEWLINE, tokenize.ENDMARKER):
                 rows = range(start, token.end[0] + 1)
                 if len(rows) > 1:
                     for row in rows:
@@ -75,13 +69,18 @@ def statement_spans(text: str) -> dict[int, range]:
                 start = None
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
-    return spans
+    return found, spans
+
+
+def statement_spans(text: str) -> dict[int, range]:
+    return comments_and_spans(text)[1]
 
 
 def parse_suppressions(text: str) -> Suppressions:
     directives: dict[int, Directive] = {}
     file_noqa = False
-    for row, column, comment in comments(text):
+    found, spans = comments_and_spans(text)
+    for row, column, comment in found:
         if FILE_NOQA.search(comment):
             file_noqa = True
             continue
@@ -91,8 +90,7 @@ def parse_suppressions(text: str) -> Suppressions:
         codes = match.group("codes")
         parsed = tuple(c.upper() for c in NOQA_CODE_SEPARATOR.split(codes) if c) if codes else None
         directives[row] = Directive(row, parsed, column + match.start())
-    spans = statement_spans(text) if directives else {}
-    return Suppressions(directives, spans, file_noqa)
+    return Suppressions(directives, spans if directives else {}, file_noqa)
 
 
 def may_have_noqa(text: str) -> bool:
