@@ -4,12 +4,17 @@ libcst's own visitor machinery rebuilds every node as it goes and costs several 
 parse; ckptlint only reads, so it walks the dataclass fields directly, skipping whitespace
 and punctuation. Visitors define `visit_<NodeClass>(node)` (return False to skip the
 children) and `leave_<NodeClass>(node)`, as with libcst's CSTVisitor.
+
+The walk runs over every node of every tree the linter reads, so it is kept lean: each node
+class's child fields and each visitor's hooks for it are looked up once, and what a field
+holds (a node, a sequence, anything else) is told by its value's class through a table,
+since `isinstance` against `cst.CSTNode`, an abstract class, is slow.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -19,6 +24,21 @@ _SKIPPED_FIELDS = frozenset({
     "trailing_whitespace", "newline", "asynchronous", "whitespace_after_param",
 })
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+OTHER, NODE, SEQUENCE = 0, 1, 2
+
+
+class _Kinds(dict):
+    """What a field value of each class is: NODE, SEQUENCE (tuple or list) or OTHER."""
+
+    def __missing__(self, value_type: type) -> int:
+        kind = (NODE if issubclass(value_type, cst.CSTNode)
+                else SEQUENCE if issubclass(value_type, (tuple, list)) else OTHER)
+        self[value_type] = kind
+        return kind
+
+
+KIND_OF = _Kinds()
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
@@ -32,72 +52,101 @@ def child_fields(cls: type) -> tuple[str, ...]:
     return fields
 
 
-def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    for name in child_fields(type(node)):
+def field_children(value: object) -> list[cst.CSTNode]:
+    """The nodes a field holds: itself when it is one, a sequence's nodes, else none."""
+    kind = KIND_OF[type(value)]
+    if kind == NODE:
+        return [value]
+    if kind == SEQUENCE:
+        return [item for item in value if KIND_OF[type(item)] == NODE]
+    return []
+
+
+def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes of `node`, in field order (whitespace and punctuation skipped)."""
+    children: list[cst.CSTNode] = []
+    for name in _CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
-            for item in value:
-                if isinstance(item, cst.CSTNode):
-                    yield item
+        kind = KIND_OF[type(value)]
+        if kind == NODE:
+            children.append(value)
+        elif kind == SEQUENCE:
+            children.extend(item for item in value if KIND_OF[type(item)] == NODE)
+    return children
 
 
 class Visitor:
     """Read-only visitor with libcst's method naming, several times faster than CSTVisitor.
 
     Attribute hooks work as in libcst: `visit_If_test(node)` / `leave_If_test(node)` run
-    around the walk of that field.
+    around the walk of that field. A subclass may override `on_visit` / `on_leave`, which
+    run for every node (calling super() runs the class's hooks).
     """
 
-    _dispatch: dict[type, tuple[Callable | None, Callable | None, tuple | None]]
+    # node class -> (visit, leave, child fields, field hooks or None)
+    _dispatch: dict[type, tuple[Callable | None, Callable | None, tuple[str, ...], tuple | None]]
+    _every_node: bool  # on_visit / on_leave overridden: called for every node
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
         cls._dispatch = {}
+        cls._every_node = (cls.on_visit is not Visitor.on_visit
+                           or cls.on_leave is not Visitor.on_leave)
 
-    def handlers(self, node_type: type) -> tuple[Callable | None, Callable | None, tuple | None]:
-        """(visit, leave, field hooks or None) for a node class, looked up once."""
+    def handlers(self, node_type: type) -> tuple[Callable | None, Callable | None,
+                                                 tuple[str, ...], tuple | None]:
+        """(visit, leave, child fields, field hooks or None) for a node class, looked up once."""
         found = self._dispatch.get(node_type)
         if found is None:
             cls = type(self)
             name = node_type.__name__
+            fields = child_fields(node_type)
             field_hooks = tuple(
                 (field, getattr(cls, f"visit_{name}_{field}", None),
                  getattr(cls, f"leave_{name}_{field}", None))
-                for field in child_fields(node_type))
+                for field in fields)
             hooked = any(before or after for _, before, after in field_hooks)
             found = (getattr(cls, f"visit_{name}", None), getattr(cls, f"leave_{name}", None),
-                     field_hooks if hooked else None)
+                     fields, field_hooks if hooked else None)
             self._dispatch[node_type] = found
         return found
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        visit = self.handlers(type(node))[0]
+        visit = (self._dispatch.get(type(node)) or self.handlers(type(node)))[0]
         return visit is None or visit(self, node) is not False
 
     def on_leave(self, node: cst.CSTNode) -> None:
-        leave = self.handlers(type(node))[1]
+        leave = (self._dispatch.get(type(node)) or self.handlers(type(node)))[1]
         if leave is not None:
             leave(self, node)
 
     def walk(self, node: cst.CSTNode) -> None:
-        if self.on_visit(node):
-            hooks = self.handlers(type(node))[2]
+        visit, leave, fields, hooks = (self._dispatch.get(type(node))
+                                       or self.handlers(type(node)))
+        every_node = self._every_node
+        if (self.on_visit(node) if every_node
+                else visit is None or visit(self, node) is not False):
+            walk = self.walk
             if hooks is None:
-                for child in iter_children(node):
-                    self.walk(child)
+                kind_of = KIND_OF
+                for name in fields:
+                    value = getattr(node, name)
+                    kind = kind_of[type(value)]
+                    if kind == NODE:
+                        walk(value)
+                    elif kind == SEQUENCE:
+                        for item in value:
+                            if kind_of[type(item)] == NODE:
+                                walk(item)
             else:
-                for field, before, after in hooks:
+                for name, before, after in hooks:
                     if before is not None:
                         before(self, node)
-                    value = getattr(node, field)
-                    if isinstance(value, cst.CSTNode):
-                        self.walk(value)
-                    elif isinstance(value, (tuple, list)):
-                        for item in value:
-                            if isinstance(item, cst.CSTNode):
-                                self.walk(item)
+                    for child in field_children(getattr(node, name)):
+                        walk(child)
                     if after is not None:
                         after(self, node)
-        self.on_leave(node)
+        if every_node:
+            self.on_leave(node)
+        elif leave is not None:
+            leave(self, node)
