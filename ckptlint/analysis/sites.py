@@ -240,6 +240,12 @@ class SiteFinder(Visitor):
         self._star_imports: dict[int, list[str]] = {}
         self._hand_rolled: dict[int, HandRolled | None] = {}
         self._forwarded: dict[int, tuple[Site, int] | None] = {}
+        # Memos by node id (each entry holds its nodes, so an id is never reused meanwhile):
+        # every call's callee is named twice (`named_site`, `api_site`) and aliases are
+        # followed again from each name reaching them.
+        self._qualnames: dict[tuple[int, int, int, int], tuple[tuple, set[str]]] = {}
+        self._lineage: dict[int, tuple[cst.ClassDef, tuple[ClassInfo, ...]]] = {}
+        self._returns: dict[int, tuple[cst.FunctionDef, list[cst.BaseExpression]]] = {}
 
     # -- scope tracking ----------------------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -494,9 +500,20 @@ class SiteFinder(Visitor):
     def qualnames(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
                   depth: int) -> set[str]:
         """Qualified names `expr` denotes: through imports, aliases, instance attributes,
-        helpers' returns, and (for names spelled like an API) other project modules."""
+        helpers' returns, and (for names spelled like an API) other project modules. Worked
+        out once per expression, scope and depth: the set is shared, callers never change it."""
         if depth > MAX_ALIAS_DEPTH:
             return set()
+        key = (id(expr), id(module), id(scope), depth)
+        known = self._qualnames.get(key)
+        if known is None:
+            known = ((expr, module, scope), self.denoted(expr, module, scope, depth))
+            self._qualnames[key] = known
+        return known[1]
+
+    def denoted(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
+                depth: int) -> set[str]:
+        """`qualnames`, worked out."""
         if isinstance(expr, cst.Name):
             return self.name_qualnames(expr.value, module, scope, depth)
         if isinstance(expr, cst.Attribute):
@@ -604,11 +621,29 @@ class SiteFinder(Visitor):
                     attr: str) -> list[tuple[cst.BaseExpression, SourceModule, Scope]]:
         """(value, module, scope) of `self.attr = value` in the class or, when it assigns
         none, in the first of its project bases that does (possibly another module)."""
-        for cls in (owner, *self.resolver.base_classes(owner)):
+        for cls in self.lineage(owner):
             found = self.resolver.attribute_assignments(cls).get(attr)
             if found:
                 return [(value, cls.module, scope) for value, scope in found]
         return []
+
+    def lineage(self, owner: ClassInfo) -> tuple[ClassInfo, ...]:
+        """The class and its project bases (resolved once per class)."""
+        known = self._lineage.get(id(owner.node))
+        if known is None:
+            known = (owner.node, (owner, *self.resolver.base_classes(owner)))
+            self._lineage[id(owner.node)] = known
+        return known[1]
+
+    def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
+        """The values a function's `return` statements give (read once per function)."""
+        known = self._returns.get(id(function))
+        if known is None:
+            collector = ReturnCollector()
+            collector.walk(function.body)
+            known = (function, collector.returns)
+            self._returns[id(function)] = known
+        return known[1]
 
     def returned(self, call: cst.Call, module: SourceModule, scope: Scope, depth: int):
         """(value, module, scope) of each `return` of the project function or method called:
@@ -640,11 +675,9 @@ class SiteFinder(Visitor):
                     functions.append((method.node, method.module))
         results: list[tuple[cst.BaseExpression, SourceModule, Scope]] = []
         for function, function_module in functions:
-            collector = ReturnCollector()
-            collector.walk(function.body)
             function_scope = function_module.scopes.scope_of[id(function)]
             results.extend((value, function_module, function_scope)
-                           for value in collector.returns)
+                           for value in self.returns(function))
         return results
 
     def api_refs(self, expr: cst.BaseExpression, module: SourceModule, scope: Scope,
