@@ -86,12 +86,16 @@ class Visitor:
     # node class -> (visit, leave, child fields, field hooks or None)
     _dispatch: dict[type, tuple[Callable | None, Callable | None, tuple[str, ...], tuple | None]]
     _every_node: bool  # on_visit / on_leave overridden: called for every node
+    _field_hooked: frozenset[str]  # node class names with `visit_X_field`-like methods
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
         cls._dispatch = {}
         cls._every_node = (cls.on_visit is not Visitor.on_visit
                            or cls.on_leave is not Visitor.on_leave)
+        cls._field_hooked = frozenset(
+            node_name for attribute in dir(cls) if attribute.startswith(("visit_", "leave_"))
+            for node_name, _, field in [attribute[6:].partition("_")] if field)
 
     def handlers(self, node_type: type) -> tuple[Callable | None, Callable | None,
                                                  tuple[str, ...], tuple | None]:
@@ -104,7 +108,7 @@ class Visitor:
             field_hooks = tuple(
                 (field, getattr(cls, f"visit_{name}_{field}", None),
                  getattr(cls, f"leave_{name}_{field}", None))
-                for field in fields)
+                for field in fields) if name in cls._field_hooked else ()
             hooked = any(before or after for _, before, after in field_hooks)
             found = (getattr(cls, f"visit_{name}", None), getattr(cls, f"leave_{name}", None),
                      fields, field_hooks if hooked else None)
