@@ -246,6 +246,7 @@ class SiteFinder(Visitor):
         self._qualnames: dict[tuple[int, int, int, int], tuple[tuple, set[str]]] = {}
         self._lineage: dict[int, tuple[cst.ClassDef, tuple[ClassInfo, ...]]] = {}
         self._returns: dict[int, tuple[cst.FunctionDef, list[cst.BaseExpression]]] = {}
+        self._methods: dict[tuple[int, str], tuple[cst.ClassDef, FunctionValue | None]] = {}
 
     # -- scope tracking ----------------------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -635,6 +636,15 @@ class SiteFinder(Visitor):
             self._lineage[id(owner.node)] = known
         return known[1]
 
+    def method(self, owner: ClassInfo, name: str) -> FunctionValue | None:
+        """The method `name` of the class or its project bases (resolved once per class)."""
+        key = (id(owner.node), name)
+        known = self._methods.get(key)
+        if known is None:
+            known = (owner.node, self.resolver.find_method(owner, name))
+            self._methods[key] = known
+        return known[1]
+
     def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
         """The values a function's `return` statements give (read once per function)."""
         known = self._returns.get(id(function))
@@ -670,7 +680,7 @@ class SiteFinder(Visitor):
         elif isinstance(func, cst.Attribute):
             owner = self.resolver.self_class(func.value, module, scope)
             if owner is not None:
-                method = self.resolver.find_method(owner, func.attr.value)
+                method = self.method(owner, func.attr.value)
                 if method is not None and isinstance(method.node, cst.FunctionDef):
                     functions.append((method.node, method.module))
         results: list[tuple[cst.BaseExpression, SourceModule, Scope]] = []
