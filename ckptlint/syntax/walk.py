@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import libcst as cst
 
@@ -52,7 +53,7 @@ def child_fields(cls: type) -> tuple[str, ...]:
     return fields
 
 
-def field_children(value: object) -> list[cst.CSTNode]:
+def field_children(value: Any) -> list[cst.CSTNode]:
     """The nodes a field holds: itself when it is one, a sequence's nodes, else none."""
     kind = KIND_OF[type(value)]
     if kind == NODE:
