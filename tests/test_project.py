@@ -183,3 +183,28 @@ def test_in_an_environment_folder_the_project_scan_covers_only_the_linted_packag
     assert [p.relative_to(tmp_path / "repo").as_posix() for p in in_folder.source_files()] == [
         "linted/__init__.py", "linted/model.py", "loose.py", "neighbour/__init__.py",
         "neighbour/sub.py"]
+
+
+def test_module_path_looks_once_per_name_and_records_the_candidates_on_every_use(
+        tmp_path: Path) -> None:
+    """A run answers each dotted name once (the answer stands even if the file goes away
+    mid-run), and every use records the files looked at, so that the result cache of each
+    linted file that asks depends on them."""
+    tmp_path = tmp_path.resolve()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "blocks.py").write_text("")
+    project = Linter(Config()).project
+    project.add_root_for(tmp_path / "pkg" / "blocks.py")
+    recordings = []
+    for _ in range(2):
+        with project.dependencies.recording() as paths:
+            assert project.module_path("pkg.blocks") == tmp_path / "pkg" / "blocks.py"
+            assert project.module_path("pkg.missing") is None
+        recordings.append(paths)
+        (tmp_path / "pkg" / "blocks.py").unlink(missing_ok=True)
+    assert recordings[0] == recordings[1]
+    assert {tmp_path / "pkg" / "blocks.py", tmp_path / "pkg" / "missing.py",
+            tmp_path / "pkg" / "missing" / "__init__.py"} <= recordings[0]
+    project.add_root_for(tmp_path / "elsewhere" / "other.py")  # a new root: looked again
+    assert project.module_path("pkg.blocks") is None

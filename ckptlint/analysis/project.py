@@ -63,6 +63,8 @@ class Project:
         self.parse_errors: dict[Path, str] = {}
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._reexports: dict[Path, Reexports | None] = {}
+        # `module_path` answers by (dotted name, number of roots): roots are only added.
+        self._module_paths: dict[tuple[str, int], tuple[Path | None, tuple[Path, ...]]] = {}
         self._package_roots: dict[Path, Path] = {}
         self._resolved_folders: dict[Path, Path] = {}
         self._files: list[Path] | None = None
@@ -212,7 +214,15 @@ class Project:
         return self._by_path[path]
 
     def module_path(self, dotted: str) -> Path | None:
-        """The file of the project module with this dotted name, found without parsing it."""
+        """The file of the project module with this dotted name, found without parsing it.
+
+        Looked for once per name while the roots stay the same; each call records the
+        candidate files looked at, found or not (the result cache's dependencies).
+        """
+        return self.dependencies.cached(self._module_paths, (dotted, len(self.roots)),
+                                        lambda: self._find_module_path(dotted))
+
+    def _find_module_path(self, dotted: str) -> Path | None:
         parts = dotted.split(".")
         for root in self.roots:
             base = root.joinpath(*parts)
