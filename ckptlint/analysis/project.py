@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ckptlint.analysis.classes import (
+    ClassSummary,
+    ModuleClasses,
+    module_classes,
+    plain_classes,
+    stored_classes,
+)
 from ckptlint.analysis.dependencies import DependencyRecorder
 from ckptlint.analysis.reexports import (
     Reexports,
@@ -19,7 +26,11 @@ from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.syntax.reading import Limits, SourceError
 
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
+    import ast
+
     from ckptlint.syntax.source import SourceModule
+
+T = TypeVar("T")
 
 # The project scan (`Project.source_files`): folders it skips, its cap. The result cache
 # walks the same files to notice any change in the project (a test keeps them in step).
@@ -63,6 +74,7 @@ class Project:
         self.parse_errors: dict[Path, str] = {}
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._reexports: dict[Path, Reexports | None] = {}
+        self._classes: dict[Path, ModuleClasses | None] = {}
         # `module_path` answers by (dotted name, number of roots): roots are only added.
         self._module_paths: dict[tuple[str, int], tuple[Path | None, tuple[Path, ...]]] = {}
         self._package_roots: dict[Path, Path] = {}
@@ -283,14 +295,34 @@ class Project:
                          if not conditional]
         return [qualname for qualname, _ in imported[unconditional[-1] if unconditional else 0:]]
 
+    def class_summary(self, path: Path, name: str) -> ClassSummary | None:
+        """The `ast` summary of the class the module at `path` binds as `name` at module
+        level (`ckptlint.analysis.classes`), kept in the summary store; None when the module
+        is parsed already (ask its tree) or the class is not summarised."""
+        path = path.resolve()
+        self.dependencies.record(path)
+        if path in self._by_path:
+            return None
+        if path not in self._classes:
+            self._classes[path] = self._read_fact(path, "classes", module_classes, plain_classes,
+                                                  stored_classes)
+        found = self._classes[path]
+        return found.get(name) if found is not None else None
+
     def _read_reexports(self, path: Path) -> Reexports | None:
+        return self._read_fact(path, "reexports", reexports, plain_reexports, stored_reexports)
+
+    def _read_fact(self, path: Path, name: str, summarise: Callable[[ast.Module], T],
+                   to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T | None:
+        """A fact about the module at `path` made from its `ast` (None when it cannot be
+        read or parsed), through the summary store."""
         from ckptlint.syntax.reading import parse_ast
 
         try:
             text = self.limits.read_text(path)
-            return self.summaries.fact(text, "reexports",
-                                       lambda text: reexports(parse_ast(text, str(path))),
-                                       plain_reexports, stored_reexports)
+            return self.summaries.fact(text, name,
+                                       lambda text: summarise(parse_ast(text, str(path))),
+                                       to_plain, from_plain)
         except (OSError, SourceError, RecursionError):
             return None
 
