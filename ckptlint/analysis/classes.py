@@ -101,7 +101,7 @@ def _import_lines(body: list[ast.stmt], lines: dict[str, list[int]]) -> dict[str
             for inner in ast.iter_child_nodes(statement):
                 if isinstance(inner, ast.stmt):
                     _import_lines([inner], lines)
-                elif isinstance(inner, (ast.excepthandler, ast.match_case)):
+                elif isinstance(inner, (ast.ExceptHandler, ast.match_case)):
                     _import_lines(inner.body, lines)
     return lines
 

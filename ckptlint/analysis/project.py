@@ -75,6 +75,7 @@ class Project:
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._reexports: dict[Path, Reexports | None] = {}
         self._classes: dict[Path, ModuleClasses | None] = {}
+        self._last_parse: tuple[Path, str, ast.Module] | None = None  # see `_ast_of`
         # `module_path` answers by (dotted name, number of roots): roots are only added.
         self._module_paths: dict[tuple[str, int], tuple[Path | None, tuple[Path, ...]]] = {}
         self._package_roots: dict[Path, Path] = {}
@@ -265,8 +266,12 @@ class Project:
             dotted, is_package = self.module_name(path)
             own = ({name for _, name in self._dotted_names(path, is_package)} if is_package
                    else set())
-            self._module_names[path] = module_level_names(path, dotted, is_package, own,
-                                                          self.limits)
+            try:
+                text = self.limits.read_text(path)
+                self._module_names[path] = module_level_names(
+                    self._ast_of(path, text), text, dotted, is_package, own)
+            except (OSError, SourceError, RecursionError):
+                self._module_names[path] = None
         names = self._module_names[path]
         return names is None or name in names
 
@@ -316,15 +321,23 @@ class Project:
                    to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T | None:
         """A fact about the module at `path` made from its `ast` (None when it cannot be
         read or parsed), through the summary store."""
-        from ckptlint.syntax.reading import parse_ast
-
         try:
             text = self.limits.read_text(path)
             return self.summaries.fact(text, name,
-                                       lambda text: summarise(parse_ast(text, str(path))),
+                                       lambda text: summarise(self._ast_of(path, text)),
                                        to_plain, from_plain)
         except (OSError, SourceError, RecursionError):
             return None
+
+    def _ast_of(self, path: Path, text: str) -> ast.Module:
+        """CPython's parse of the module at `path`, whose text is `text` (`SourceError` when
+        it cannot be parsed). The last one is kept: one step of resolution asks `may_bind`,
+        `imported_names` and `class_summary` of the same module in turn."""
+        from ckptlint.syntax.reading import parse_ast
+
+        if self._last_parse is None or self._last_parse[:2] != (path, text):
+            self._last_parse = (path, text, parse_ast(text, str(path)))
+        return self._last_parse[2]
 
 
 def followed_kind(entry: os.DirEntry) -> str | None:
@@ -353,10 +366,10 @@ def walk_package(folder: Path) -> list[Path]:
     return found
 
 
-def module_level_names(path: Path, module_name: str, is_package: bool,
-                       own_names: set[str], limits: Limits) -> frozenset[str] | None:
-    """Names a module may bind in its own namespace (`global` declarations in functions
-    included); None when the file cannot be read or parsed, or is over `limits`.
+def module_level_names(tree: ast.Module, text: str, module_name: str, is_package: bool,
+                       own_names: set[str]) -> frozenset[str]:
+    """Names a module (its `ast` and text) may bind in its own namespace (`global`
+    declarations in functions included).
 
     Left out: star imports, as `scopes.py` leaves them out (what they bind is not known
     without the imported module), and a package importing its own submodule under its own
@@ -367,13 +380,8 @@ def module_level_names(path: Path, module_name: str, is_package: bool,
     import ast
 
     from ckptlint.syntax.modnames import resolve_relative
-    from ckptlint.syntax.reading import bound_name, parse_ast
+    from ckptlint.syntax.reading import bound_name
 
-    try:
-        text = limits.read_text(path)
-        tree = parse_ast(text, str(path))
-    except (OSError, SourceError, RecursionError):
-        return None
     names: set[str] = set()
     nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
     pending: list[ast.AST] = [tree]

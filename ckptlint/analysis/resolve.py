@@ -720,7 +720,8 @@ class Resolver:
         """`self.X = value` statements in the methods of `cls`, by attribute name."""
         summary = cls.summary
         if summary is not None:
-            return SummarisedAssignments(summary.assigned, lambda: self.attribute_assignments(cls.parse()))
+            return SummarisedAssignments(summary.assigned,
+                                         lambda: self.attribute_assignments(cls.parse()))
         key = id(cls.node)
         if key not in self._class_attrs:
             collector = SelfAssignmentCollector(cls.module)
