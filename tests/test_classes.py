@@ -68,7 +68,8 @@ def assert_same_as_scopes(text: str, filename: str) -> int:
     """Every summarised class is the module's only binding of its name, a top-level class
     statement whose bases are the dotted names summarised, bound as summarised at the point
     of use; its methods and `self` attributes are within what the summary says."""
-    module = SourceModule(path=Path(filename), display=filename, name="pkg.mod",
+    # Deep enough for every relative import to stay inside the top package.
+    module = SourceModule(path=Path(filename), display=filename, name="a.b.c.d.e.f.mod",
                           is_package=False, text=text, tree=parse_text(text, filename))
     module_scope = module.scopes.module_scope
     summaries = module_classes(ast.parse(text))
