@@ -1,12 +1,22 @@
 """Module lookup without parsing: packages' `__init__` files are parsed only when needed."""
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from ckptlint.analysis.project import (
+    module_bindings,
+    module_level_names,
+    plain_bindings,
+    stored_bindings,
+)
 from ckptlint.config import Config
 from ckptlint.engine.linter import Linter
+from ckptlint.storage.plain_data import ShapeError
 from tests.cli_helpers import run_cli, write_project
 
 FIXTURE = Path(__file__).parent / "fixtures" / "projects" / "package_attributes"
@@ -208,3 +218,29 @@ def test_module_path_looks_once_per_name_and_records_the_candidates_on_every_use
             tmp_path / "pkg" / "missing" / "__init__.py"} <= recordings[0]
     project.add_root_for(tmp_path / "elsewhere" / "other.py")  # a new root: looked again
     assert project.module_path("pkg.blocks") is None
+
+
+def test_the_module_bindings_survive_the_plain_data_round_trip_and_bad_shapes_are_misses(
+) -> None:
+    """`may_bind` reads a module's bindings from the summary store: plain data, checked."""
+    text = textwrap.dedent("""\
+        import a.b
+        from . import sibling as sibling
+        from .inner import x as why
+        from pkg import own
+        from star import *
+
+        def f():
+            global written
+        """)
+    found = module_bindings(ast.parse(text), text)
+    assert stored_bindings(json.loads(json.dumps(plain_bindings(found)))) == found
+    assert module_level_names(found, "pkg.mod", False, set()) == {
+        "a", "sibling", "why", "own", "f", "written"}
+    assert module_level_names(found, "pkg", True, {"pkg"}) == {"a", "why", "f", "written"}
+    for wrong in (None, [], {"names": []}, {"names": [1], "from_imports": []},
+                  {"names": [], "from_imports": [[0, "m", "n"]]},
+                  {"names": [], "from_imports": [[-1, "m", "n", True]]},
+                  {"names": [], "from_imports": [[0, "m", "n", 1]]}):
+        with pytest.raises(ShapeError):
+            stored_bindings(wrong)

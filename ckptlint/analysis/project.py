@@ -23,6 +23,14 @@ from ckptlint.analysis.reexports import (
     stored_reexports,
 )
 from ckptlint.analysis.summary_store import SummaryStore
+from ckptlint.storage.plain_data import (
+    ShapeError,
+    want_dict,
+    want_int,
+    want_list,
+    want_str,
+    want_strs,
+)
 from ckptlint.syntax.reading import Limits, SourceError
 
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
@@ -254,8 +262,8 @@ class Project:
         """Can the module at `path` bind `name` at module level? False only when certain.
 
         Answered from a module already parsed, else from the text and CPython's `ast` (about a
-        tenth of libcst's parse): resolving `torch.fx` needs `torch/__init__.py` parsed only
-        when that file may itself define `fx`.
+        tenth of libcst's parse; its bindings kept in the summary store): resolving `torch.fx`
+        needs `torch/__init__.py` parsed only when that file may itself define `fx`.
         """
         path = path.resolve()
         self.dependencies.record(path)
@@ -268,8 +276,11 @@ class Project:
                    else set())
             try:
                 text = self.limits.read_text(path)
-                self._module_names[path] = module_level_names(
-                    self._ast_of(path, text), text, dotted, is_package, own)
+                found = self.summaries.fact(
+                    text, "module_bindings",
+                    lambda text: module_bindings(self._ast_of(path, text), text),
+                    plain_bindings, stored_bindings)
+                self._module_names[path] = module_level_names(found, dotted, is_package, own)
             except (OSError, SourceError, RecursionError):
                 self._module_names[path] = None
         names = self._module_names[path]
@@ -366,23 +377,23 @@ def walk_package(folder: Path) -> list[Path]:
     return found
 
 
-def module_level_names(tree: ast.Module, text: str, module_name: str, is_package: bool,
-                       own_names: set[str]) -> frozenset[str]:
-    """Names a module (its `ast` and text) may bind in its own namespace (`global`
-    declarations in functions included).
+# What a module binds at module level, from its text alone (`module_bindings`): the names
+# bound other than by `from ... import`, and each name a `from` import binds, as (dots of a
+# relative import, module written, name bound, whether it is the imported name unrenamed).
+FromImport = tuple[int, str, str, bool]
+ModuleBindings = tuple[frozenset[str], tuple[FromImport, ...]]
 
-    Left out: star imports, as `scopes.py` leaves them out (what they bind is not known
-    without the imported module), and a package importing its own submodule under its own
-    name (`from torch import fx as fx` in `torch/__init__.py`), which binds what the
-    submodule's path already gives (`own_names`: the package's dotted names, one per root
-    that holds it).
-    """
+
+def module_bindings(tree: ast.Module, text: str) -> ModuleBindings:
+    """Names a module (its `ast` and text) may bind in its own namespace (`global`
+    declarations in functions included), star imports left out as `scopes.py` leaves them
+    out (what they bind is not known without the imported module)."""
     import ast
 
-    from ckptlint.syntax.modnames import resolve_relative
     from ckptlint.syntax.reading import bound_name
 
     names: set[str] = set()
+    imported: list[FromImport] = []
     nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
     pending: list[ast.AST] = [tree]
     while pending:
@@ -390,12 +401,9 @@ def module_level_names(tree: ast.Module, text: str, module_name: str, is_package
         if isinstance(node, ast.Import):
             names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module
-            if node.level:
-                base = resolve_relative(module_name, is_package, node.level, base)
-            own = base in own_names
-            names.update(alias.asname or alias.name for alias in node.names if alias.name != "*"
-                         and not (own and alias.asname in (None, alias.name)))
+            imported.extend((node.level, node.module or "", alias.asname or alias.name,
+                             alias.asname in (None, alias.name))
+                            for alias in node.names if alias.name != "*")
         elif (name := bound_name(node)) is not None:
             names.add(name)
         if isinstance(node, nested):
@@ -405,4 +413,39 @@ def module_level_names(tree: ast.Module, text: str, module_name: str, is_package
     if "global" in text:
         names.update(name for node in ast.walk(tree) if isinstance(node, ast.Global)
                      for name in node.names)
-    return frozenset(names)
+    return frozenset(names), tuple(imported)
+
+
+def module_level_names(found: ModuleBindings, module_name: str, is_package: bool,
+                       own_names: set[str]) -> frozenset[str]:
+    """The names of `module_bindings`, less those a package binds by importing its own
+    submodule under its own name (`from torch import fx as fx` in `torch/__init__.py`),
+    which binds what the submodule's path already gives (`own_names`: the package's dotted
+    names, one per root that holds it)."""
+    from ckptlint.syntax.modnames import resolve_relative
+
+    names, imported = found
+    kept = set(names)
+    for level, base, bound, unrenamed in imported:
+        module = resolve_relative(module_name, is_package, level, base or None) if level else base
+        if not (unrenamed and module in own_names):
+            kept.add(bound)
+    return frozenset(kept)
+
+
+def plain_bindings(found: ModuleBindings) -> dict[str, Any]:
+    names, imported = found
+    return {"names": sorted(names), "from_imports": [list(item) for item in imported]}
+
+
+def stored_bindings(value: Any) -> ModuleBindings:
+    fields = want_dict(value, "module bindings")
+    imported = []
+    for item in want_list(fields.get("from_imports"), "from imports"):
+        parts = want_list(item, "from import")
+        if len(parts) != 4 or type(parts[3]) is not bool:
+            raise ShapeError("from import: expected [level, module, name, unrenamed]")
+        imported.append((want_int(parts[0], "from import level", 0, 1000),
+                         want_str(parts[1], "from import module"),
+                         want_str(parts[2], "from import name"), parts[3]))
+    return frozenset(want_strs(fields.get("names"), "module names")), tuple(imported)
