@@ -79,6 +79,13 @@ class ClassInfo:
         return self._summarised[1] if self._summarised is not None else self.module.path
 
     @property
+    def key(self) -> tuple[Path, str] | int:
+        """Stands for this class in kept answers, without parsing its module."""
+        if self._node is None and self._summarised is not None:
+            return self._summarised[1], self._summarised[2]
+        return id(self.node)
+
+    @property
     def summary(self) -> ClassSummary | None:
         """The summary while the class is not parsed (its file recorded as a dependency)."""
         if self._node is not None or self._summarised is None:
@@ -257,10 +264,12 @@ class Resolver:
     _confinement: str | None = None
     # The calls whose arguments parameters stand for (`within`): a factory's closure.
     _context: tuple[Bound, ...] = ()
-    # Kept answers (`DependencyRecorder.cached`): subclass overrides, decorated functions.
+    # Kept answers (`DependencyRecorder.cached`): subclass overrides, decorated functions,
+    # what the bases of a class are.
     _overrides: dict[tuple[int, str, bool], tuple[list[Value], tuple[Path, ...]]] = field(
         default_factory=dict)
     _decorated: dict[int, tuple[list[Value], tuple[Path, ...]]] = field(default_factory=dict)
+    _bases: dict[tuple, tuple[list[list[Value]], tuple[Path, ...]]] = field(default_factory=dict)
     _index: TextIndex | None = None
 
     @property
@@ -765,7 +774,13 @@ class Resolver:
         return names
 
     def base_values(self, cls: ClassInfo, depth: int) -> list[list[Value]]:
-        """What each base of `cls` may be; from its summary while it is not parsed."""
+        """What each base of `cls` may be (kept for the run: asked again and again while
+        classes are followed); from its summary while it is not parsed."""
+        key = (cls.key, depth, self._confinement, self._context)
+        return self.project.dependencies.cached(self._bases, key,
+                                                lambda: self.find_base_values(cls, depth))
+
+    def find_base_values(self, cls: ClassInfo, depth: int) -> list[list[Value]]:
         summary = cls.summary
         if summary is not None:
             found = [self.written_values(cls.file, written, kind, depth + 1)
