@@ -230,14 +230,15 @@ def test_an_edit_to_a_summarised_class_changes_the_findings(tmp_path: Path,
                                                             monkeypatch) -> None:
     """The class summary is stored by the text's digest: `Block` defines no `forward`, and
     whether its base (known only from its summary) runs a library `forward` decides whether
-    what the checkpoint runs is unknown."""
+    what the checkpoint runs is unknown. Two files ask: the second gets the kept answer about
+    `Block`'s bases, and depends on `pkg/base.py` as well."""
     tree = tmp_path / "tree"
-    write(tree, HELPER_ONLY)
+    write(tree, {**HELPER_ONLY, "model2.py": HELPER_ONLY["model.py"]})
     monkeypatch.chdir(tree)
     monkeypatch.setenv("CKPTLINT_CACHE_DIR", str(tmp_path / "cache"))
 
     def findings(use_cache: bool = True, jobs: int = 1) -> list[dict]:
-        result = lint(["model.py"], Config(root=tree, select=("CKP901",)),
+        result = lint(["model.py", "model2.py"], Config(root=tree, select=("CKP901",)),
                       use_cache=use_cache, jobs=jobs)
         return [finding.to_json() for finding in result.findings]
 
@@ -247,6 +248,7 @@ def test_an_edit_to_a_summarised_class_changes_the_findings(tmp_path: Path,
     assert "classes" in json.loads(stored.read_text())
     base.write_text(base.read_text().replace("class Base(nn.Module):", "class Base:"))
     after = findings()
-    assert [f["code"] for f in after] == ["CKP901"]
-    assert "`Block` defines no `forward`" in after[0]["message"]
+    assert [(f["code"], f["filename"]) for f in after] == [("CKP901", "model.py"),
+                                                           ("CKP901", "model2.py")]
+    assert all("`Block` defines no `forward`" in f["message"] for f in after)
     assert after == findings(use_cache=False) == findings(jobs=2)
