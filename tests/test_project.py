@@ -1,12 +1,22 @@
 """Module lookup without parsing: packages' `__init__` files are parsed only when needed."""
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from ckptlint.analysis.project import (
+    module_bindings,
+    module_level_names,
+    plain_bindings,
+    stored_bindings,
+)
 from ckptlint.config import Config
 from ckptlint.engine.linter import Linter
+from ckptlint.storage.plain_data import ShapeError
 from tests.cli_helpers import run_cli, write_project
 
 FIXTURE = Path(__file__).parent / "fixtures" / "projects" / "package_attributes"
@@ -183,3 +193,54 @@ def test_in_an_environment_folder_the_project_scan_covers_only_the_linted_packag
     assert [p.relative_to(tmp_path / "repo").as_posix() for p in in_folder.source_files()] == [
         "linted/__init__.py", "linted/model.py", "loose.py", "neighbour/__init__.py",
         "neighbour/sub.py"]
+
+
+def test_module_path_looks_once_per_name_and_records_the_candidates_on_every_use(
+        tmp_path: Path) -> None:
+    """A run answers each dotted name once (the answer stands even if the file goes away
+    mid-run), and every use records the files looked at, so that the result cache of each
+    linted file that asks depends on them."""
+    tmp_path = tmp_path.resolve()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "blocks.py").write_text("")
+    project = Linter(Config()).project
+    project.add_root_for(tmp_path / "pkg" / "blocks.py")
+    recordings = []
+    for _ in range(2):
+        with project.dependencies.recording() as paths:
+            assert project.module_path("pkg.blocks") == tmp_path / "pkg" / "blocks.py"
+            assert project.module_path("pkg.missing") is None
+        recordings.append(paths)
+        (tmp_path / "pkg" / "blocks.py").unlink(missing_ok=True)
+    assert recordings[0] == recordings[1]
+    assert {tmp_path / "pkg" / "blocks.py", tmp_path / "pkg" / "missing.py",
+            tmp_path / "pkg" / "missing" / "__init__.py"} <= recordings[0]
+    project.add_root_for(tmp_path / "elsewhere" / "other.py")  # a new root: looked again
+    assert project.module_path("pkg.blocks") is None
+
+
+def test_the_module_bindings_survive_the_plain_data_round_trip_and_bad_shapes_are_misses(
+) -> None:
+    """`may_bind` reads a module's bindings from the summary store: plain data, checked."""
+    text = textwrap.dedent("""\
+        import a.b
+        from . import sibling as sibling
+        from .inner import x as why
+        from pkg import own
+        from star import *
+
+        def f():
+            global written
+        """)
+    found = module_bindings(ast.parse(text), text)
+    assert stored_bindings(json.loads(json.dumps(plain_bindings(found)))) == found
+    assert module_level_names(found, "pkg.mod", False, set()) == {
+        "a", "sibling", "why", "own", "f", "written"}
+    assert module_level_names(found, "pkg", True, {"pkg"}) == {"a", "why", "f", "written"}
+    for wrong in (None, [], {"names": []}, {"names": [1], "from_imports": []},
+                  {"names": [], "from_imports": [[0, "m", "n"]]},
+                  {"names": [], "from_imports": [[-1, "m", "n", True]]},
+                  {"names": [], "from_imports": [[0, "m", "n", 1]]}):
+        with pytest.raises(ShapeError):
+            stored_bindings(wrong)

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ckptlint.analysis.classes import (
+    ClassSummary,
+    ModuleClasses,
+    module_classes,
+    plain_classes,
+    stored_classes,
+)
 from ckptlint.analysis.dependencies import DependencyRecorder
 from ckptlint.analysis.reexports import (
     Reexports,
@@ -16,10 +23,22 @@ from ckptlint.analysis.reexports import (
     stored_reexports,
 )
 from ckptlint.analysis.summary_store import SummaryStore
+from ckptlint.storage.plain_data import (
+    ShapeError,
+    want_dict,
+    want_int,
+    want_list,
+    want_str,
+    want_strs,
+)
 from ckptlint.syntax.reading import Limits, SourceError
 
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
+    import ast
+
     from ckptlint.syntax.source import SourceModule
+
+T = TypeVar("T")
 
 # The project scan (`Project.source_files`): folders it skips, its cap. The result cache
 # walks the same files to notice any change in the project (a test keeps them in step).
@@ -63,6 +82,10 @@ class Project:
         self.parse_errors: dict[Path, str] = {}
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._reexports: dict[Path, Reexports | None] = {}
+        self._classes: dict[Path, ModuleClasses | None] = {}
+        self._last_parse: tuple[Path, str, ast.Module] | None = None  # see `_ast_of`
+        # `module_path` answers by (dotted name, number of roots): roots are only added.
+        self._module_paths: dict[tuple[str, int], tuple[Path | None, tuple[Path, ...]]] = {}
         self._package_roots: dict[Path, Path] = {}
         self._resolved_folders: dict[Path, Path] = {}
         self._files: list[Path] | None = None
@@ -212,7 +235,15 @@ class Project:
         return self._by_path[path]
 
     def module_path(self, dotted: str) -> Path | None:
-        """The file of the project module with this dotted name, found without parsing it."""
+        """The file of the project module with this dotted name, found without parsing it.
+
+        Looked for once per name while the roots stay the same; each call records the
+        candidate files looked at, found or not (the result cache's dependencies).
+        """
+        return self.dependencies.cached(self._module_paths, (dotted, len(self.roots)),
+                                        lambda: self._find_module_path(dotted))
+
+    def _find_module_path(self, dotted: str) -> Path | None:
         parts = dotted.split(".")
         for root in self.roots:
             base = root.joinpath(*parts)
@@ -231,8 +262,8 @@ class Project:
         """Can the module at `path` bind `name` at module level? False only when certain.
 
         Answered from a module already parsed, else from the text and CPython's `ast` (about a
-        tenth of libcst's parse): resolving `torch.fx` needs `torch/__init__.py` parsed only
-        when that file may itself define `fx`.
+        tenth of libcst's parse; its bindings kept in the summary store): resolving `torch.fx`
+        needs `torch/__init__.py` parsed only when that file may itself define `fx`.
         """
         path = path.resolve()
         self.dependencies.record(path)
@@ -243,8 +274,15 @@ class Project:
             dotted, is_package = self.module_name(path)
             own = ({name for _, name in self._dotted_names(path, is_package)} if is_package
                    else set())
-            self._module_names[path] = module_level_names(path, dotted, is_package, own,
-                                                          self.limits)
+            try:
+                text = self.limits.read_text(path)
+                found = self.summaries.fact(
+                    text, "module_bindings",
+                    lambda text: module_bindings(self._ast_of(path, text), text),
+                    plain_bindings, stored_bindings)
+                self._module_names[path] = module_level_names(found, dotted, is_package, own)
+            except (OSError, SourceError, RecursionError):
+                self._module_names[path] = None
         names = self._module_names[path]
         return names is None or name in names
 
@@ -273,16 +311,44 @@ class Project:
                          if not conditional]
         return [qualname for qualname, _ in imported[unconditional[-1] if unconditional else 0:]]
 
-    def _read_reexports(self, path: Path) -> Reexports | None:
-        from ckptlint.syntax.reading import parse_ast
+    def class_summary(self, path: Path, name: str) -> ClassSummary | None:
+        """The `ast` summary of the class the module at `path` binds as `name` at module
+        level (`ckptlint.analysis.classes`), kept in the summary store; None when the module
+        is parsed already (ask its tree) or the class is not summarised."""
+        path = path.resolve()
+        self.dependencies.record(path)
+        if path in self._by_path:
+            return None
+        if path not in self._classes:
+            self._classes[path] = self._read_fact(path, "classes", module_classes, plain_classes,
+                                                  stored_classes)
+        found = self._classes[path]
+        return found.get(name) if found is not None else None
 
+    def _read_reexports(self, path: Path) -> Reexports | None:
+        return self._read_fact(path, "reexports", reexports, plain_reexports, stored_reexports)
+
+    def _read_fact(self, path: Path, name: str, summarise: Callable[[ast.Module], T],
+                   to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T | None:
+        """A fact about the module at `path` made from its `ast` (None when it cannot be
+        read or parsed), through the summary store."""
         try:
             text = self.limits.read_text(path)
-            return self.summaries.fact(text, "reexports",
-                                       lambda text: reexports(parse_ast(text, str(path))),
-                                       plain_reexports, stored_reexports)
+            return self.summaries.fact(text, name,
+                                       lambda text: summarise(self._ast_of(path, text)),
+                                       to_plain, from_plain)
         except (OSError, SourceError, RecursionError):
             return None
+
+    def _ast_of(self, path: Path, text: str) -> ast.Module:
+        """CPython's parse of the module at `path`, whose text is `text` (`SourceError` when
+        it cannot be parsed). The last one is kept: one step of resolution asks `may_bind`,
+        `imported_names` and `class_summary` of the same module in turn."""
+        from ckptlint.syntax.reading import parse_ast
+
+        if self._last_parse is None or self._last_parse[:2] != (path, text):
+            self._last_parse = (path, text, parse_ast(text, str(path)))
+        return self._last_parse[2]
 
 
 def followed_kind(entry: os.DirEntry) -> str | None:
@@ -311,28 +377,23 @@ def walk_package(folder: Path) -> list[Path]:
     return found
 
 
-def module_level_names(path: Path, module_name: str, is_package: bool,
-                       own_names: set[str], limits: Limits) -> frozenset[str] | None:
-    """Names a module may bind in its own namespace (`global` declarations in functions
-    included); None when the file cannot be read or parsed, or is over `limits`.
+# What a module binds at module level, from its text alone (`module_bindings`): the names
+# bound other than by `from ... import`, and each name a `from` import binds, as (dots of a
+# relative import, module written, name bound, whether it is the imported name unrenamed).
+FromImport = tuple[int, str, str, bool]
+ModuleBindings = tuple[frozenset[str], tuple[FromImport, ...]]
 
-    Left out: star imports, as `scopes.py` leaves them out (what they bind is not known
-    without the imported module), and a package importing its own submodule under its own
-    name (`from torch import fx as fx` in `torch/__init__.py`), which binds what the
-    submodule's path already gives (`own_names`: the package's dotted names, one per root
-    that holds it).
-    """
+
+def module_bindings(tree: ast.Module, text: str) -> ModuleBindings:
+    """Names a module (its `ast` and text) may bind in its own namespace (`global`
+    declarations in functions included), star imports left out as `scopes.py` leaves them
+    out (what they bind is not known without the imported module)."""
     import ast
 
-    from ckptlint.syntax.modnames import resolve_relative
-    from ckptlint.syntax.reading import bound_name, parse_ast
+    from ckptlint.syntax.reading import bound_name
 
-    try:
-        text = limits.read_text(path)
-        tree = parse_ast(text, str(path))
-    except (OSError, SourceError, RecursionError):
-        return None
     names: set[str] = set()
+    imported: list[FromImport] = []
     nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
     pending: list[ast.AST] = [tree]
     while pending:
@@ -340,12 +401,9 @@ def module_level_names(path: Path, module_name: str, is_package: bool,
         if isinstance(node, ast.Import):
             names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module
-            if node.level:
-                base = resolve_relative(module_name, is_package, node.level, base)
-            own = base in own_names
-            names.update(alias.asname or alias.name for alias in node.names if alias.name != "*"
-                         and not (own and alias.asname in (None, alias.name)))
+            imported.extend((node.level, node.module or "", alias.asname or alias.name,
+                             alias.asname in (None, alias.name))
+                            for alias in node.names if alias.name != "*")
         elif (name := bound_name(node)) is not None:
             names.add(name)
         if isinstance(node, nested):
@@ -355,4 +413,39 @@ def module_level_names(path: Path, module_name: str, is_package: bool,
     if "global" in text:
         names.update(name for node in ast.walk(tree) if isinstance(node, ast.Global)
                      for name in node.names)
-    return frozenset(names)
+    return frozenset(names), tuple(imported)
+
+
+def module_level_names(found: ModuleBindings, module_name: str, is_package: bool,
+                       own_names: set[str]) -> frozenset[str]:
+    """The names of `module_bindings`, less those a package binds by importing its own
+    submodule under its own name (`from torch import fx as fx` in `torch/__init__.py`),
+    which binds what the submodule's path already gives (`own_names`: the package's dotted
+    names, one per root that holds it)."""
+    from ckptlint.syntax.modnames import resolve_relative
+
+    names, imported = found
+    kept = set(names)
+    for level, base, bound, unrenamed in imported:
+        module = resolve_relative(module_name, is_package, level, base or None) if level else base
+        if not (unrenamed and module in own_names):
+            kept.add(bound)
+    return frozenset(kept)
+
+
+def plain_bindings(found: ModuleBindings) -> dict[str, Any]:
+    names, imported = found
+    return {"names": sorted(names), "from_imports": [list(item) for item in imported]}
+
+
+def stored_bindings(value: Any) -> ModuleBindings:
+    fields = want_dict(value, "module bindings")
+    imported = []
+    for item in want_list(fields.get("from_imports"), "from imports"):
+        parts = want_list(item, "from import")
+        if len(parts) != 4 or type(parts[3]) is not bool:
+            raise ShapeError("from import: expected [level, module, name, unrenamed]")
+        imported.append((want_int(parts[0], "from import level", 0, 1000),
+                         want_str(parts[1], "from import module"),
+                         want_str(parts[2], "from import name"), parts[3]))
+    return frozenset(want_strs(fields.get("names"), "module names")), tuple(imported)

@@ -17,7 +17,7 @@ Beyond names, attributes and imports it follows:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +25,7 @@ from typing import TypeVar
 
 import libcst as cst
 
+from ckptlint.analysis.classes import ClassSummary
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.scopes import (
     ASSIGNED,
@@ -38,6 +39,7 @@ from ckptlint.analysis.scopes import (
 )
 from ckptlint.analysis.textindex import TextIndex, text_index
 from ckptlint.findings import Position
+from ckptlint.syntax.reading import SourceError
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
 
@@ -51,15 +53,104 @@ CONTAINER_TYPES = frozenset({
 PARTIAL = frozenset({"functools.partial"})
 
 
-@dataclass(frozen=True, eq=False)
 class ClassInfo:
-    module: SourceModule
-    node: cst.ClassDef
-    scope: Scope  # the class body's scope
+    """A project class: its module, `ClassDef` and body scope; or, for a module-level class
+    reached in a module not parsed yet, its `ast` summary (`ckptlint.analysis.classes`), the
+    module parsed only when a question needs the tree (`module`, `node`, `scope`)."""
+
+    def __init__(self, module: SourceModule, node: cst.ClassDef, scope: Scope) -> None:
+        self._module: SourceModule | None = module
+        self._node: cst.ClassDef | None = node
+        self._scope: Scope | None = scope
+        self._summarised: tuple[Project, Path, str, ClassSummary] | None = None
+
+    @classmethod
+    def summarised(cls, project: Project, path: Path, name: str,
+                   summary: ClassSummary) -> ClassInfo:
+        """The class `name` bound at the top of the module at `path` (resolved), known by
+        its summary (`Project.class_summary`)."""
+        info = cls.__new__(cls)
+        info._module = info._node = info._scope = None
+        info._summarised = (project, path, name, summary)
+        return info
+
+    @property
+    def file(self) -> Path:
+        return self._summarised[1] if self._summarised is not None else self.module.path
+
+    @property
+    def key(self) -> tuple[Path, str] | int:
+        """Stands for this class in kept answers, without parsing its module."""
+        if self._node is None and self._summarised is not None:
+            return self._summarised[1], self._summarised[2]
+        return id(self.node)
+
+    @property
+    def summary(self) -> ClassSummary | None:
+        """The summary while the class is not parsed (its file recorded as a dependency)."""
+        if self._node is not None or self._summarised is None:
+            return None
+        project, path, _, summary = self._summarised
+        project.dependencies.record(path)
+        return summary
+
+    def parse(self) -> ClassInfo:
+        """This class with its tree (its module parsed, if it was not)."""
+        if self._node is not None:
+            return self
+        assert self._summarised is not None
+        project, path, name, _ = self._summarised
+        module = project.module_at(path)
+        if module is None:  # CPython parsed it for the summary, libcst could not
+            raise SourceError(project.parse_errors.get(path, "cannot be parsed"))
+        [binding] = module.scopes.module_scope.bindings[name]
+        assert isinstance(binding.node, cst.ClassDef)
+        self._module, self._node = module, binding.node
+        self._scope = module.scopes.scope_of[id(binding.node)]
+        return self
+
+    @property
+    def module(self) -> SourceModule:
+        if self._module is None:
+            self.parse()
+        assert self._module is not None
+        return self._module
+
+    @property
+    def node(self) -> cst.ClassDef:
+        if self._node is None:
+            self.parse()
+        assert self._node is not None
+        return self._node
+
+    @property
+    def scope(self) -> Scope:  # the class body's scope
+        if self._scope is None:
+            self.parse()
+        assert self._scope is not None
+        return self._scope
 
     @property
     def qualname(self) -> str:
+        if self._scope is None and self._summarised is not None:
+            return self._summarised[2]  # a module-level class
         return self.scope.qualname()
+
+    def is_same(self, other: ClassInfo) -> bool:
+        """The same class statement (without parsing either one's module if not needed)."""
+        if self._node is not None and other._node is not None:
+            return self._node is other._node
+        return self._top_level() == other._top_level() is not None
+
+    def _top_level(self) -> tuple[Path, str] | None:
+        """(file, name) of a module-level class; a summarised one is the only binding of
+        its name there, so (file, name) is that one class statement."""
+        if self._summarised is not None:
+            return self._summarised[1], self._summarised[2]
+        scope = self.scope
+        if scope.parent is None or scope.parent.kind != ScopeKind.MODULE:
+            return None
+        return self.module.path, scope.name
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,10 +264,12 @@ class Resolver:
     _confinement: str | None = None
     # The calls whose arguments parameters stand for (`within`): a factory's closure.
     _context: tuple[Bound, ...] = ()
-    # Kept answers (`DependencyRecorder.cached`): subclass overrides, decorated functions.
+    # Kept answers (`DependencyRecorder.cached`): subclass overrides, decorated functions,
+    # what the bases of a class are.
     _overrides: dict[tuple[int, str, bool], tuple[list[Value], tuple[Path, ...]]] = field(
         default_factory=dict)
     _decorated: dict[int, tuple[list[Value], tuple[Path, ...]]] = field(default_factory=dict)
+    _bases: dict[tuple, tuple[list[list[Value]], tuple[Path, ...]]] = field(default_factory=dict)
     _index: TextIndex | None = None
 
     @property
@@ -412,6 +505,10 @@ class Resolver:
             imported = self.project.imported_names(value.path, attr)
             if imported is not None:  # a re-export: no need to parse the module
                 return self.imported_values(imported, depth + 1)
+            summary = self.project.class_summary(value.path, attr)
+            if summary is not None:  # a class: parsed only when a question needs its tree
+                return [ClassValue(ClassInfo.summarised(self.project, value.path.resolve(), attr,
+                                                        summary))]
             module = self.project.module_at(value.path)
             if module is None:
                 return [Unknown(f"{self.project.display_name(value.path)} cannot be parsed")]
@@ -624,12 +721,16 @@ class Resolver:
     def derives_from(self, cls: ClassInfo, base: ClassInfo, depth: int = 0) -> bool:
         if depth > MAX_DEPTH:
             return False
-        return any(parent.node is base.node or self.derives_from(parent, base, depth + 1)
+        return any(parent.is_same(base) or self.derives_from(parent, base, depth + 1)
                    for parent in self.base_classes(cls, depth))
 
     def attribute_assignments(
-            self, cls: ClassInfo) -> dict[str, list[tuple[cst.BaseExpression, Scope]]]:
+            self, cls: ClassInfo) -> Mapping[str, list[tuple[cst.BaseExpression, Scope]]]:
         """`self.X = value` statements in the methods of `cls`, by attribute name."""
+        summary = cls.summary
+        if summary is not None:
+            return SummarisedAssignments(summary.assigned,
+                                         lambda: self.attribute_assignments(cls.parse()))
         key = id(cls.node)
         if key not in self._class_attrs:
             collector = SelfAssignmentCollector(cls.module)
@@ -641,7 +742,9 @@ class Resolver:
 
     # -- classes -----------------------------------------------------------------------
     def find_method(self, cls: ClassInfo, name: str, depth: int = 0) -> FunctionValue | None:
-        for binding in cls.scope.bindings.get(name, []):
+        summary = cls.summary
+        for binding in cls.scope.bindings.get(name, []) if summary is None \
+                or name in summary.methods else ():
             if isinstance(binding.node, cst.FunctionDef):  # BindingKind.DEF
                 return FunctionValue(cls.module, binding.node,
                                      cls.module.scopes.scope_of[id(binding.node)], owner=cls)
@@ -654,27 +757,62 @@ class Resolver:
     def base_classes(self, cls: ClassInfo, depth: int = 0) -> list[ClassInfo]:
         if depth > MAX_DEPTH:
             return []
-        outer = cls.scope.parent or cls.scope
-        bases = []
-        for arg in cls.node.bases:
-            for value in self.values(arg.value, cls.module, outer, depth + 1):
-                if isinstance(value, ClassValue):
-                    bases.append(value.cls)
-        return bases
+        return [value.cls for values in self.base_values(cls, depth) for value in values
+                if isinstance(value, ClassValue)]
 
     def external_bases(self, cls: ClassInfo, depth: int = 0) -> set[str]:
         """Qualified names of external classes `cls` derives from, through project bases."""
         if depth > MAX_DEPTH:
             return set()
-        outer = cls.scope.parent or cls.scope
         names: set[str] = set()
-        for arg in cls.node.bases:
-            for value in self.values(arg.value, cls.module, outer, depth + 1):
+        for values in self.base_values(cls, depth):
+            for value in values:
                 if isinstance(value, ExternalValue):
                     names.add(value.qualname)
                 elif isinstance(value, ClassValue):
                     names |= self.external_bases(value.cls, depth + 1)
         return names
+
+    def base_values(self, cls: ClassInfo, depth: int) -> list[list[Value]]:
+        """What each base of `cls` may be (kept for the run: asked again and again while
+        classes are followed); from its summary while it is not parsed."""
+        key = (cls.key, depth, self._confinement, self._context)
+        return self.project.dependencies.cached(self._bases, key,
+                                                lambda: self.find_base_values(cls, depth))
+
+    def find_base_values(self, cls: ClassInfo, depth: int) -> list[list[Value]]:
+        summary = cls.summary
+        if summary is not None:
+            found = [self.written_values(cls.file, written, kind, depth + 1)
+                     for written, kind in summary.bases]
+            known = [values for values in found if values is not None]
+            if len(known) == len(found):
+                return known
+        outer = cls.scope.parent or cls.scope
+        return [self.values(arg.value, cls.module, outer, depth + 1) for arg in cls.node.bases]
+
+    def written_values(self, path: Path, written: str, kind: str,
+                       depth: int) -> list[Value] | None:
+        """`values` of a base written `written` (a dotted name) in a summarised class of the
+        module at `path`, whose first name the module binds as `kind` says
+        (`ckptlint.analysis.classes`); None when the summaries cannot say."""
+        if depth > MAX_DEPTH:
+            return [Unknown("it is reached through too many names for the linter to follow")]
+        head, _, attr = written.rpartition(".")
+        if head:
+            inner = self.written_values(path, head, kind, depth + 1)
+            return None if inner is None else [
+                found for value in inner for found in self.member_values(value, attr, depth)]
+        if kind == "unbound":
+            return ([ExternalValue(f"builtins.{written}")] if written in BUILTIN_NAMES
+                    else [Unknown(f"`{written}` is not defined in this file")])
+        if kind == "class":
+            summary = self.project.class_summary(path, written)
+            return None if summary is None else [
+                ClassValue(ClassInfo.summarised(self.project, path, written, summary))]
+        imported = self.project.imported_names(path, written)
+        return None if imported is None else [
+            value for qualname in imported for value in self.import_values(qualname, depth)]
 
     # -- calls and containers ------------------------------------------------------------
     def call_values(self, call: cst.Call, module: SourceModule, scope: Scope,
@@ -861,6 +999,28 @@ class Resolver:
             callees, reasons = self.functions(self.values(call.func, function.module,
                                                           function.scope))
         return reasons[0] if reasons and not callees else None
+
+
+class SummarisedAssignments(Mapping[str, list[tuple[cst.BaseExpression, Scope]]]):
+    """`Resolver.attribute_assignments` of a class not parsed: an attribute that no
+    assignment in it can set (its summary says) is answered without the tree; anything else
+    parses the class (`everything`)."""
+
+    def __init__(self, assigned: frozenset[str], everything: Callable[
+            [], Mapping[str, list[tuple[cst.BaseExpression, Scope]]]]) -> None:
+        self.assigned = assigned
+        self.everything = everything
+
+    def __getitem__(self, attr: str) -> list[tuple[cst.BaseExpression, Scope]]:
+        if attr not in self.assigned:
+            raise KeyError(attr)
+        return self.everything()[attr]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.everything())
+
+    def __len__(self) -> int:
+        return len(self.everything())
 
 
 class SelfAssignmentCollector(Visitor):
