@@ -147,6 +147,18 @@ class Project:
     def register(self, module: SourceModule) -> None:
         self._by_path[module.path] = module
 
+    def parsed_sizes(self) -> dict[Path, int]:
+        """The length of the text of each module parsed and kept."""
+        return {path: len(module.text) for path, module in self._by_path.items()
+                if module is not None}
+
+    def forget_parsed(self, keep: set[Path]) -> None:
+        """Drop the parsed modules other than `keep` (their libcst trees are most of a run's
+        memory); one asked for again is parsed again. Whoever holds what was derived from
+        them must drop it too. (Files that could not be parsed stay known.)"""
+        self._by_path = {path: module for path, module in self._by_path.items()
+                         if module is None or path in keep}
+
     def source_files(self) -> list[Path]:
         """Every project file a whole-project question looks at (who writes a global, who
         derives from a class, who applies a decorator): the `.py` files directly in each

@@ -153,6 +153,7 @@ class Run:
         self.cache: Cache | None = None
         self.pools: list = []
         self.preloaded = False
+        self.preloaded_analysis = False
 
     def execute(self) -> list[FileResult]:
         if self.use_cache and self.targets:
@@ -263,18 +264,36 @@ class Run:
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
 
+    def prepare_analysis(self) -> None:
+        """Build here, before the analysing workers fork, the whole-project facts each of them
+        would otherwise build for itself: the rules and the resolver (`Linter.analysis`),
+        the project's text index (the subclass and decorator lists, the hand-written
+        checkpoint classes). Forked workers inherit them."""
+        if not self.preloaded_analysis:
+            self.preloaded_analysis = True
+            from ckptlint.analysis.textindex import text_index
+
+            try:
+                self.linter.analysis
+                text_index(self.linter.project).build()
+                self.linter.hand_rolled_classes()
+            except Exception:  # noqa: BLE001 - each worker will report it per file
+                pass
+
     def new_pool(self, files: int, *, preload: bool = False):
         """Worker processes for `files` files (None when jobs = 1 or this system cannot start
-        them); `preload`: import libcst here first, so that they start with it."""
+        them); `preload`: import libcst and build the whole-project facts here first, so
+        that they start with them."""
         if self.jobs <= 1:
             return None
         if preload:
             self.preload()
+            self.prepare_analysis()
         from ckptlint.engine.pool import WorkerPool
 
         try:
-            pool = WorkerPool(self.config, self.linter.project.roots, min(self.jobs, files),
-                              len(self.targets), self.cache)
+            pool = WorkerPool(self.linter, min(self.jobs, files), len(self.targets),
+                              self.cache)
         except (OSError, ValueError, ImportError):  # no shared memory, no processes
             self.jobs = 1
             return None
