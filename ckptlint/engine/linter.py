@@ -47,7 +47,7 @@ PARSE_ERROR_MESSAGE = "{error}"
 # The parsed modules kept from one analysed file to the next, in characters of their texts
 # (a libcst tree, with its positions, takes some 100 to 400 bytes a character): past it,
 # `Linter.bound_parsed` keeps those the most analysed files reached, up to half of it.
-PARSED_BUDGET = 1_000_000
+PARSED_BUDGET = 1_500_000
 
 
 
@@ -209,7 +209,7 @@ class Linter:
         keep: set[Path] = set()
         kept = 0
         for module in sorted(sizes, key=lambda p: (-self._reached[p], sizes[p], str(p))):
-            if kept + sizes[module] <= PARSED_BUDGET // 2:
+            if kept + sizes[module] <= PARSED_BUDGET * 2 // 3:
                 keep.add(module)
                 kept += sizes[module]
         self.project.forget_parsed(keep)
