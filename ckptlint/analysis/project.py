@@ -68,7 +68,10 @@ class Project:
         self._files: list[Path] | None = None
         # For a root that is an environment folder: the names of its entries being linted.
         self._linted_entries: dict[Path, set[str]] = {}
-        self._texts: dict[Path, str | None] = {}
+        # Project files' texts for the text searches; one not all ASCII is kept as UTF-8
+        # (a `str` holding one character past Latin-1 takes 2 or 4 bytes for each: most of
+        # the texts' memory) and decoded when asked for.
+        self._texts: dict[Path, str | bytes | None] = {}
         # Every path looked at to resolve names, found or not, is recorded here (the engine
         # keeps a recording per linted file: the cache's dependencies).
         self.dependencies = DependencyRecorder()
@@ -199,10 +202,12 @@ class Project:
                 if path.stat().st_size > MAX_SCANNED_TEXT:
                     self._texts[path] = None
                 else:
-                    self._texts[path] = path.read_text(encoding="utf-8", errors="replace")
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                    self._texts[path] = text if text.isascii() else text.encode("utf-8")
             except OSError:
                 self._texts[path] = None
-        return self._texts[path]
+        kept = self._texts[path]
+        return kept.decode("utf-8") if isinstance(kept, bytes) else kept
 
     def module_at(self, path: Path) -> SourceModule | None:
         """The parsed module at `path` (None when it cannot be read or parsed)."""
