@@ -4,7 +4,7 @@ Forked analysing workers use the parent's `Linter`: its rules, resolver and text
 built once, in the parent, before they fork. Each analysing process keeps the libcst trees of
 the modules it parsed only up to `PARSED_BUDGET` characters of text; past it, it drops the
 modules fewest files reached, with every answer derived from libcst trees, and the findings
-stay the same.
+stay the same. Texts with characters past ASCII are kept as UTF-8.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ckptlint.analysis.project import Project
 from ckptlint.analysis.textindex import TextIndex
 from ckptlint.config import Config
 from ckptlint.engine import linter as linter_module
@@ -96,3 +97,15 @@ def test_findings_are_the_same_when_every_parsed_module_is_dropped_after_each_fi
     kept = findings(10 ** 9)
     assert len(kept) > 100
     assert findings(0) == kept
+
+
+def test_a_text_with_wide_characters_is_kept_as_utf8_and_read_back_the_same(
+        tmp_path: Path) -> None:
+    text = "# 🤗 " + "x = 1\n" * 2000 + "s = 'é'\n"
+    path = tmp_path / "wide.py"
+    path.write_text(text, encoding="utf-8")
+    project = Project([tmp_path])
+    assert project.source_text(path) == text
+    assert project.source_text(path) == text  # again, from what the project keeps
+    kept = sum(sys.getsizeof(value) for value in project._texts.values())
+    assert kept < sys.getsizeof(text) // 3  # a str takes 4 bytes for each character here
