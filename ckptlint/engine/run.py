@@ -274,8 +274,8 @@ class Run:
             from ckptlint.analysis.textindex import text_index
 
             try:
-                self.linter.analysis
-                text_index(self.linter.project).build()
+                analysis = self.linter.analysis  # the rules and the resolver
+                text_index(analysis.project).build()
                 self.linter.hand_rolled_classes()
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
