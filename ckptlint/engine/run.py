@@ -265,10 +265,10 @@ class Run:
                 pass
 
     def prepare_analysis(self) -> None:
-        """Build here, before the analysing workers fork, the whole-project facts each of them
-        would otherwise build for itself: the rules and the resolver (`Linter.analysis`),
-        the project's text index (the subclass and decorator lists, the hand-written
-        checkpoint classes). Forked workers inherit them."""
+        """Build here, before two analysing workers or more fork, the whole-project facts
+        each of them would otherwise build for itself: the rules and the resolver
+        (`Linter.analysis`), the project's text index (the subclass and decorator lists,
+        the hand-written checkpoint classes). Forked workers inherit them."""
         if not self.preloaded_analysis:
             self.preloaded_analysis = True
             from ckptlint.analysis.textindex import text_index
@@ -282,13 +282,14 @@ class Run:
 
     def new_pool(self, files: int, *, preload: bool = False):
         """Worker processes for `files` files (None when jobs = 1 or this system cannot start
-        them); `preload`: import libcst and build the whole-project facts here first, so
-        that they start with them."""
+        them); `preload`: import libcst here first, so that they start with it, and, for two
+        workers or more, the whole-project facts they would each build."""
         if self.jobs <= 1:
             return None
         if preload:
             self.preload()
-            self.prepare_analysis()
+            if min(self.jobs, files) > 1:
+                self.prepare_analysis()
         from ckptlint.engine.pool import WorkerPool
 
         try:
