@@ -91,7 +91,10 @@ class Project:
         self._files: list[Path] | None = None
         # For a root that is an environment folder: the names of its entries being linted.
         self._linted_entries: dict[Path, set[str]] = {}
-        self._texts: dict[Path, str | None] = {}
+        # Project files' texts for the text searches; one not all ASCII is kept as UTF-8
+        # (a `str` holding one character past Latin-1 takes 2 or 4 bytes for each: most of
+        # the texts' memory) and decoded when asked for.
+        self._texts: dict[Path, str | bytes | None] = {}
         # Every path looked at to resolve names, found or not, is recorded here (the engine
         # keeps a recording per linted file: the cache's dependencies).
         self.dependencies = DependencyRecorder()
@@ -170,6 +173,18 @@ class Project:
     def register(self, module: SourceModule) -> None:
         self._by_path[module.path] = module
 
+    def parsed_sizes(self) -> dict[Path, int]:
+        """The length of the text of each module parsed and kept."""
+        return {path: len(module.text) for path, module in self._by_path.items()
+                if module is not None}
+
+    def forget_parsed(self, keep: set[Path]) -> None:
+        """Drop the parsed modules other than `keep` (their libcst trees are most of a run's
+        memory); one asked for again is parsed again. Whoever holds what was derived from
+        them must drop it too. (Files that could not be parsed stay known.)"""
+        self._by_path = {path: module for path, module in self._by_path.items()
+                         if module is None or path in keep}
+
     def source_files(self) -> list[Path]:
         """Every project file a whole-project question looks at (who writes a global, who
         derives from a class, who applies a decorator): the `.py` files directly in each
@@ -210,10 +225,12 @@ class Project:
                 if path.stat().st_size > MAX_SCANNED_TEXT:
                     self._texts[path] = None
                 else:
-                    self._texts[path] = path.read_text(encoding="utf-8", errors="replace")
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                    self._texts[path] = text if text.isascii() else text.encode("utf-8")
             except OSError:
                 self._texts[path] = None
-        return self._texts[path]
+        kept = self._texts[path]
+        return kept.decode("utf-8") if isinstance(kept, bytes) else kept
 
     def module_at(self, path: Path) -> SourceModule | None:
         """The parsed module at `path` (None when it cannot be read or parsed)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +44,10 @@ if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
 
 PARSE_ERROR = "CKP999"
 PARSE_ERROR_MESSAGE = "{error}"
+# The parsed modules kept from one analysed file to the next, in characters of their texts
+# (a libcst tree, with its positions, takes some 100 to 400 bytes a character): past it,
+# `Linter.bound_parsed` keeps those the most analysed files reached, up to half of it.
+PARSED_BUDGET = 1_500_000
 
 
 
@@ -59,6 +64,7 @@ class Linter:
                                limits=Limits(config.max_file_size, config.max_analysis_nodes))
         self._analysis = None
         self._confirmer = None
+        self._reached: Counter[Path] = Counter()  # parsed module -> analysed files reaching it
 
     @property
     def analysis(self):
@@ -175,6 +181,7 @@ class Linter:
             self.project.summaries.flush()
             own = path.resolve()
             result.dependencies = tuple(sorted(str(p) for p in accessed if p != own))
+            self.bound_parsed({own, *accessed})
         except SourceError as error:
             result.findings = [parse_error(display, str(error), error.line)]
             result.sites = []
@@ -188,6 +195,26 @@ class Linter:
             result.sites = []
             result.cacheable = False
         return result
+
+
+    def bound_parsed(self, reached: set[Path]) -> None:
+        """After a file's analysis (`reached`: the files it looked at): once the parsed modules
+        kept pass `PARSED_BUDGET`, keep those the most analysed files reached, up to half of
+        it, and drop the others with everything derived from their trees
+        (`Analysis.renewed`). A module dropped is parsed again when asked for."""
+        sizes = self.project.parsed_sizes()
+        self._reached.update(reached.intersection(sizes))
+        if sum(sizes.values()) <= PARSED_BUDGET:
+            return
+        keep: set[Path] = set()
+        kept = 0
+        for module in sorted(sizes, key=lambda p: (-self._reached[p], sizes[p], str(p))):
+            if kept + sizes[module] <= PARSED_BUDGET * 2 // 3:
+                keep.add(module)
+                kept += sizes[module]
+        self.project.forget_parsed(keep)
+        self._analysis = self.analysis.renewed()
+        gc.collect()
 
 
 @dataclass
@@ -236,6 +263,7 @@ class Analysis:
 
         self.config = config
         self.project = project
+        self.enabled = enabled
         self.table = api_table(dict(config.checkpoint_functions))
         self.resolver = Resolver(project)
         self.context = RuleContext.for_run(config, project, self.resolver)
@@ -243,6 +271,15 @@ class Analysis:
         rules = [rule(self.context) for rule in rules if rule.code in enabled]
         self.site_rules = [rule for rule in rules if isinstance(rule, SiteRule)]
         self.segment_rules = [rule for rule in rules if isinstance(rule, SegmentRule)]
+
+    def renewed(self) -> Analysis:
+        """A new analysis holding nothing derived from libcst trees (every answer kept by node
+        or module: `Project.forget_parsed` drops modules), with this one's whole-project
+        facts read from texts and `ast`: the training setup and the phases."""
+        fresh = Analysis(self.config, self.project, self.enabled)
+        fresh.context.setup_reader = self.context.setup_reader
+        fresh.context.bindings.phases = self.context.bindings.phases
+        return fresh
 
     def lint_module(self, path: Path, display: str, text: str, result: FileResult, *,
                     syntax_checked: bool = False) -> None:

@@ -78,18 +78,22 @@ def watch_parent(read_end: int, write_end: int) -> None:
     threading.Thread(target=wait, name="ckptlint-parent-watch", daemon=True).start()
 
 
-def _initialize(config, roots: list[str], cache, status, watch: tuple[int, int] | None
-                ) -> None:
+def _initialize(linter, config, roots: list[str], cache, status,
+                watch: tuple[int, int] | None) -> None:
+    """`linter`: the parent's, when forked (inherited, not copied); else None, and the worker
+    builds its own from `config` and `roots`."""
     global _linter, _cache, _status
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     if watch is not None:
         watch_parent(*watch)
-    from ckptlint.engine.linter import Linter
+    if linter is None:
+        from ckptlint.engine.linter import Linter
 
-    _linter = Linter(config)
-    _linter.project.roots = [Path(root) for root in roots]
-    if cache is not None and cache.summaries is not None:
-        _linter.project.summaries = cache.summaries
+        linter = Linter(config)
+        linter.project.roots = [Path(root) for root in roots]
+        if cache is not None and cache.summaries is not None:
+            linter.project.summaries = cache.summaries
+    _linter = linter
     _cache = cache
     _status = status
 
@@ -114,9 +118,9 @@ class WorkerPool:
     A chunk is screened (up to the `ast` confirmation: `analyse=False`) or examined in full.
     """
 
-    def __init__(self, config, roots: list[Path], jobs: int, size: int, cache=None) -> None:
-        self.config = config
-        self.roots = [str(root) for root in roots]
+    def __init__(self, linter, jobs: int, size: int, cache=None) -> None:
+        self.linter = linter
+        self.roots = [str(root) for root in linter.project.roots]
         self.jobs = jobs
         self.cache = cache
         self.context = _context()
@@ -131,11 +135,12 @@ class WorkerPool:
 
     def _new_executor(self, workers: int) -> ProcessPoolExecutor:
         self.launched = False
-        watch = parent_pipe() if self.context.get_start_method() == "fork" else None
+        forked = self.context.get_start_method() == "fork"
+        watch = parent_pipe() if forked else None
         return ProcessPoolExecutor(max_workers=workers, mp_context=self.context,
                                    initializer=_initialize,
-                                   initargs=(self.config, self.roots, self.cache, self.status,
-                                             watch))
+                                   initargs=(self.linter if forked else None, self.linter.config,
+                                             self.roots, self.cache, self.status, watch))
 
     def submit(self, items: list[tuple[int, Path, str]], *, analyse: bool) -> None:
         chunk = [(index, str(path), display) for index, path, display in items]

@@ -153,6 +153,7 @@ class Run:
         self.cache: Cache | None = None
         self.pools: list = []
         self.preloaded = False
+        self.preloaded_analysis = False
 
     def execute(self) -> list[FileResult]:
         if self.use_cache and self.targets:
@@ -263,18 +264,37 @@ class Run:
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
 
+    def prepare_analysis(self) -> None:
+        """Build here, before two analysing workers or more fork, the whole-project facts
+        each of them would otherwise build for itself: the rules and the resolver
+        (`Linter.analysis`), the project's text index (the subclass and decorator lists,
+        the hand-written checkpoint classes). Forked workers inherit them."""
+        if not self.preloaded_analysis:
+            self.preloaded_analysis = True
+            from ckptlint.analysis.textindex import text_index
+
+            try:
+                analysis = self.linter.analysis  # the rules and the resolver
+                text_index(analysis.project).build()
+                self.linter.hand_rolled_classes()
+            except Exception:  # noqa: BLE001 - each worker will report it per file
+                pass
+
     def new_pool(self, files: int, *, preload: bool = False):
         """Worker processes for `files` files (None when jobs = 1 or this system cannot start
-        them); `preload`: import libcst here first, so that they start with it."""
+        them); `preload`: import libcst here first, so that they start with it, and, for two
+        workers or more, the whole-project facts they would each build."""
         if self.jobs <= 1:
             return None
         if preload:
             self.preload()
+            if min(self.jobs, files) > 1:
+                self.prepare_analysis()
         from ckptlint.engine.pool import WorkerPool
 
         try:
-            pool = WorkerPool(self.config, self.linter.project.roots, min(self.jobs, files),
-                              len(self.targets), self.cache)
+            pool = WorkerPool(self.linter, min(self.jobs, files), len(self.targets),
+                              self.cache)
         except (OSError, ValueError, ImportError):  # no shared memory, no processes
             self.jobs = 1
             return None

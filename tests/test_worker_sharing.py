@@ -1,0 +1,111 @@
+"""Work done once per run, not once per worker; parsed modules kept within a budget.
+
+Forked analysing workers use the parent's `Linter`: its rules, resolver and text index are
+built once, in the parent, before they fork. Each analysing process keeps the libcst trees of
+the modules it parsed only up to `PARSED_BUDGET` characters of text; past it, it drops the
+modules fewest files reached, with every answer derived from libcst trees, and the findings
+stay the same. Texts with characters past ASCII are kept as UTF-8.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckptlint.analysis.project import Project
+from ckptlint.analysis.textindex import TextIndex
+from ckptlint.config import Config
+from ckptlint.engine import linter as linter_module
+from ckptlint.engine.linter import Analysis, Linter
+from ckptlint.engine.run import lint
+from tests.cli_helpers import CKP102_SOURCE
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HELPER = "import torch\n\n\ndef block(x):\n    return torch.relu(x) * 2\n"
+USER = ("from torch.utils.checkpoint import checkpoint\n\nfrom pkg.helper import block\n\n\n"
+        "def forward(x):\n    return checkpoint(block, x)\n")
+
+
+def package(tmp_path: Path, users: int) -> Path:
+    """A package whose `users` modules each checkpoint a function of one helper module."""
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "helper.py").write_text(HELPER)
+    for index in range(users):
+        (root / f"user{index}.py").write_text(USER + "\n" * index)
+    return root
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_forked_workers_use_the_rules_resolver_and_text_index_built_in_the_parent(
+        tmp_path: Path, monkeypatch) -> None:
+    for name in ("a.py", "b.py", "c.py", "d.py"):
+        (tmp_path / name).write_text(CKP102_SOURCE)
+    log = tmp_path / "built.log"
+
+    def logged(original, what: str):
+        def wrapper(self, *args, **kwargs):
+            if what == "analysis" or not self._built:
+                with open(log, "a") as stream:
+                    stream.write(f"{what} {os.getpid()}\n")
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(Analysis, "__init__", logged(Analysis.__init__, "analysis"))
+    monkeypatch.setattr(TextIndex, "build", logged(TextIndex.build, "index"))
+    result = lint([str(tmp_path)], Config(root=tmp_path), jobs=2)
+    assert result.stats["pool"] and [f.code for f in result.findings] == ["CKP102"] * 4
+    assert sorted(log.read_text().split("\n")[:-1]) == [f"analysis {os.getpid()}",
+                                                         f"index {os.getpid()}"]
+
+
+def test_parsed_modules_are_kept_within_the_budget_the_most_reached_first(
+        tmp_path: Path, monkeypatch) -> None:
+    root = package(tmp_path, users=6)
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(root / "helper.py")
+    budget = len(HELPER) + 3 * len(USER)
+    monkeypatch.setattr(linter_module, "PARSED_BUDGET", budget)
+    parses = []
+    original = linter_module.Analysis.renewed
+    monkeypatch.setattr(linter_module.Analysis, "renewed",
+                        lambda self: parses.append(1) or original(self))
+    for index in range(6):
+        path = root / f"user{index}.py"
+        result = linter.lint_file(path, str(path))
+        assert [f.code for f in result.findings] == ["CKP102"]
+        assert [s.targets for s in result.sites] != [()]  # `block`, in the helper
+        kept = linter.project.parsed_sizes()
+        assert sum(kept.values()) <= budget
+        assert (root / "helper.py").resolve() in kept  # every file reaches it
+    assert parses  # the budget was passed, and modules dropped
+
+
+def test_findings_are_the_same_when_every_parsed_module_is_dropped_after_each_file(
+        monkeypatch) -> None:
+    def findings(budget: int) -> list[dict]:
+        monkeypatch.setattr(linter_module, "PARSED_BUDGET", budget)
+        config = Config(root=FIXTURES, extend_select=("CKP901",))
+        result = lint([str(FIXTURES)], config, jobs=1)
+        return [dataclasses.asdict(finding) for finding in result.findings]
+
+    kept = findings(10 ** 9)
+    assert len(kept) > 100
+    assert findings(0) == kept
+
+
+def test_a_text_with_wide_characters_is_kept_as_utf8_and_read_back_the_same(
+        tmp_path: Path) -> None:
+    text = "# 🤗 " + "x = 1\n" * 2000 + "s = 'é'\n"
+    path = tmp_path / "wide.py"
+    path.write_text(text, encoding="utf-8")
+    project = Project([tmp_path])
+    assert project.source_text(path) == text
+    assert project.source_text(path) == text  # again, from what the project keeps
+    kept = sum(sys.getsizeof(value) for value in project._texts.values())
+    assert kept < sys.getsizeof(text) // 3  # a str takes 4 bytes for each character here
