@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ckptlint.analysis.apis import BUILTIN_APIS, SiteKind
@@ -41,6 +41,12 @@ DATA_METHODS = frozenset({
     "numel", "item", "tolist", "format", "join", "split", "zero_grad", "copy", "type",
 })
 BUILTIN_NAMES = frozenset(dir(builtins))
+# Nodes the summary's walk does not enter: nothing it records is under them.
+LEAF_TYPES = frozenset({
+    ast.Name, ast.Constant, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal,
+    *(kind for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+      for kind in base.__subclasses__()),
+})
 # Framework functions that run the function they are given: a call of one is a forward.
 RUNS_A_FUNCTION = frozenset(api.qualname for api in BUILTIN_APIS.values()
                             if api.kind in (SiteKind.FUNCTION, SiteKind.SEQUENTIAL))
@@ -199,44 +205,75 @@ class _Summarizer:
 
     def walk(self, node: ast.AST, function: _Function, names: list[str], cls: str | None,
              guards: dict[str, set[str]]) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.enter_function(node, function, names, cls, guards)
+        """Pre-order, as the facts depend on order (a call sees the imports above it); nodes
+        of `LEAF_TYPES` are not entered."""
+        visit = self.VISITS.get(type(node))
+        if visit is not None and not visit(self, node, function, names, cls, guards):
             return
-        if isinstance(node, ast.ClassDef):
-            qualname = ".".join([*names, node.name])
-            self.out.classes[qualname] = tuple(last_part(d) for d in map(dotted, node.bases)
-                                               if d)
-            for expr in [*node.decorator_list, *node.bases]:
-                self.walk(expr, function, names, cls, guards)
-            self.walk_block(node.body, function, [*names, node.name], qualname, guards)
-            return
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                local = alias.asname or alias.name.split(".", 1)[0]
-                self.out.imports[local] = alias.name if alias.asname else local
-            return
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                local = alias.asname or alias.name
-                self.out.imports[local] = (f"{node.module}.{alias.name}"
-                                           if node.module and not node.level else alias.name)
-            return
-        if isinstance(node, ast.Call):
-            self.call(node, function, guards)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
-            self.statement_writes(node, function, cls, guards)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            for name, element in loop_names(node.target, node.iter):
-                function.loops.setdefault(name, element)
-        elif isinstance(node, ast.If):
-            inner = isinstance_names(node.test)
-            if inner:
-                self.walk(node.test, function, names, cls, guards)
-                self.walk_block(node.body, function, names, cls, {**guards, **inner})
-                self.walk_block(node.orelse, function, names, cls, guards)
-                return
         for child in ast.iter_child_nodes(node):
-            self.walk(child, function, names, cls, guards)
+            if type(child) not in LEAF_TYPES:
+                self.walk(child, function, names, cls, guards)
+
+    # Each `visit_*` records its node and returns whether the walk enters the children.
+    def visit_class(self, node: ast.ClassDef, function: _Function, names: list[str],
+                    cls: str | None, guards: dict[str, set[str]]) -> bool:
+        qualname = ".".join([*names, node.name])
+        self.out.classes[qualname] = tuple(last_part(d) for d in map(dotted, node.bases) if d)
+        for expr in [*node.decorator_list, *node.bases]:
+            self.walk(expr, function, names, cls, guards)
+        self.walk_block(node.body, function, [*names, node.name], qualname, guards)
+        return False
+
+    def visit_import(self, node: ast.Import, *_: object) -> bool:
+        for alias in node.names:
+            local = alias.asname or alias.name.split(".", 1)[0]
+            self.out.imports[local] = alias.name if alias.asname else local
+        return False
+
+    def visit_import_from(self, node: ast.ImportFrom, *_: object) -> bool:
+        for alias in node.names:
+            local = alias.asname or alias.name
+            self.out.imports[local] = (f"{node.module}.{alias.name}"
+                                       if node.module and not node.level else alias.name)
+        return False
+
+    def visit_call(self, node: ast.Call, function: _Function, names: list[str],
+                   cls: str | None, guards: dict[str, set[str]]) -> bool:
+        self.call(node, function, guards)
+        return True
+
+    def visit_write(self, node: ast.stmt, function: _Function, names: list[str],
+                    cls: str | None, guards: dict[str, set[str]]) -> bool:
+        self.statement_writes(node, function, cls, guards)
+        return True
+
+    def visit_for(self, node: ast.For | ast.AsyncFor, function: _Function, *_: object) -> bool:
+        for name, element in loop_names(node.target, node.iter):
+            function.loops.setdefault(name, element)
+        return True
+
+    def visit_if(self, node: ast.If, function: _Function, names: list[str], cls: str | None,
+                 guards: dict[str, set[str]]) -> bool:
+        inner = isinstance_names(node.test)
+        if not inner:
+            return True
+        self.walk(node.test, function, names, cls, guards)
+        self.walk_block(node.body, function, names, cls, {**guards, **inner})
+        self.walk_block(node.orelse, function, names, cls, guards)
+        return False
+
+    def visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, function: _Function,
+                       names: list[str], cls: str | None, guards: dict[str, set[str]]) -> bool:
+        self.enter_function(node, function, names, cls, guards)
+        return False
+
+    VISITS: dict[type[ast.AST], Callable[..., bool]] = {
+        ast.FunctionDef: visit_function, ast.AsyncFunctionDef: visit_function,
+        ast.ClassDef: visit_class, ast.Import: visit_import, ast.ImportFrom: visit_import_from,
+        ast.Call: visit_call, ast.Assign: visit_write, ast.AnnAssign: visit_write,
+        ast.AugAssign: visit_write, ast.Delete: visit_write, ast.For: visit_for,
+        ast.AsyncFor: visit_for, ast.If: visit_if,
+    }
 
     def enter_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, outer: _Function,
                        names: list[str], cls: str | None,
