@@ -472,3 +472,36 @@ def test_a_confined_override_search_parses_only_subclass_files_importing_from_in
     assert [value.owner.node.name.value for value in found] == ["Direct"]
     parsed = {path.name for path, parsed in project._by_path.items() if parsed is not None}
     assert "direct.py" in parsed and "elsewhere.py" not in parsed
+
+
+def test_the_decorator_names_read_from_the_scopes_are_those_of_a_walk_of_the_tree():
+    """`names_used_as_decorators` reads the definitions the scopes hold instead of walking
+    the whole tree: the same names, for every fixture and for ckptlint's own source."""
+    import ckptlint
+    from ckptlint.analysis.bindings import names_used_as_decorators
+    from ckptlint.syntax.reading import SourceError
+    from ckptlint.syntax.walk import Visitor
+
+    class EveryDecorator(Visitor):
+        def __init__(self) -> None:
+            self.names: set[str] = set()
+
+        def visit_Decorator(self, node: cst.Decorator) -> None:
+            expr = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
+            if isinstance(expr, (cst.Name, cst.Attribute)):
+                self.names.add(expr.value if isinstance(expr, cst.Name) else expr.attr.value)
+
+    sources = [*FIXTURES.rglob("*.py"), *Path(ckptlint.__file__).parent.rglob("*.py")]
+    compared = 0
+    for path in sorted(sources):
+        text = path.read_text(encoding="utf-8")
+        try:
+            module = SourceModule(path, path.name, path.stem, False, text,
+                                  parse_text(text, path.name))
+        except SourceError:  # a fixture of a syntax error
+            continue
+        walked = EveryDecorator()
+        walked.walk(module.tree)
+        assert names_used_as_decorators(module) == walked.names, path
+        compared += bool(walked.names)
+    assert compared > 20

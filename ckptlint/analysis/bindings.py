@@ -134,17 +134,21 @@ class ModuleWriteCollector(Visitor):
     def scope(self) -> Scope:
         return self.stack[-1]
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
+    # The scope stack follows the nodes that have a scope of their own (only those: a
+    # lookup on every node of the tree costs more than the rest of the walk).
+    def enter_scope(self, node: cst.CSTNode) -> None:
         scope = self.scopes.get(id(node))
-        if scope is not None and scope.kind != ScopeKind.MODULE:
+        if scope is not None:
             self.stack.append(scope)
-        return super().on_visit(node)
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
-        scope = self.scopes.get(id(original_node))
-        if scope is not None and scope.kind != ScopeKind.MODULE:
+    def leave_scope(self, node: cst.CSTNode) -> None:
+        if id(node) in self.scopes:
             self.stack.pop()
+
+    visit_FunctionDef = visit_Lambda = visit_ClassDef = enter_scope
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = enter_scope
+    leave_FunctionDef = leave_Lambda = leave_ClassDef = leave_scope
+    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = leave_scope
 
     def enclosing_functions(self) -> list[Scope]:
         found = []
@@ -160,9 +164,7 @@ class ModuleWriteCollector(Visitor):
         and the decorator such a factory returns) happen at import time, when the decorated
         definitions register themselves."""
         if self._decorators is None:
-            finder = _DecoratorNames()
-            finder.walk(self.module.tree)
-            self._decorators = finder.names
+            self._decorators = names_used_as_decorators(self.module)
         return any(scope.name in self._decorators for scope in self.enclosing_functions())
 
     def is_memo_write(self, target: cst.BaseExpression, how: ChangeHow, direct: bool) -> bool:
@@ -577,20 +579,22 @@ class BindingModel:
         return setup
 
 
-class _DecoratorNames(Visitor):
-    """Names of the functions this module uses as decorators (`@name`, `@name(...)`)."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Decorator(self, node: cst.Decorator) -> None:
-        expr = node.decorator
-        if isinstance(expr, cst.Call):
-            expr = expr.func
-        if isinstance(expr, cst.Name):
-            self.names.add(expr.value)
-        elif isinstance(expr, cst.Attribute):
-            self.names.add(expr.attr.value)
+def names_used_as_decorators(module: SourceModule) -> set[str]:
+    """Names of the functions this module uses as decorators (`@name`, `@name(...)`,
+    `@obj.name`), read from the definitions its scopes hold rather than a walk of the tree."""
+    names: set[str] = set()
+    for scope in module.scopes.scope_of.values():
+        if not isinstance(scope.node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        for decorator in scope.node.decorators:
+            expr = decorator.decorator
+            if isinstance(expr, cst.Call):
+                expr = expr.func
+            if isinstance(expr, cst.Name):
+                names.add(expr.value)
+            elif isinstance(expr, cst.Attribute):
+                names.add(expr.attr.value)
+    return names
 
 
 class _Calls(Visitor):

@@ -116,17 +116,16 @@ class SegmentRule(Rule):
         ...`), not built from its old value, always runs before `load` in this function."""
         node = load.node
         for write in facts.writes:
-            if write.how != WriteKind.ASSIGN or write.reads_itself():
-                continue
-            if not dominates(write.path, load.path):
+            if write.how != WriteKind.ASSIGN or not dominates(write.path, load.path):
                 continue
             target = write.target
             if isinstance(node, cst.Attribute) and isinstance(target, cst.Attribute):
-                if (target.attr.value == read.attribute and compact(target.value)
-                        == compact(node.value)):
-                    return True
-            elif isinstance(node, cst.Name) and isinstance(target, cst.Name) \
-                    and target.value == node.value:
+                same = (target.attr.value == read.attribute
+                        and compact(target.value) == compact(node.value))
+            else:
+                same = (isinstance(node, cst.Name) and isinstance(target, cst.Name)
+                        and target.value == node.value)
+            if same and not write.reads_itself():  # the costly test last
                 return True
         return False
 
