@@ -139,3 +139,22 @@ def test_who_calls_a_name_is_the_same_looked_up_directly_or_from_the_index() -> 
             direct_answers[name] = direct.files_calling(name)
     assert any(direct_answers.values())
     assert {name: indexed.files_calling(name) for name in names} == direct_answers
+
+
+def test_the_names_hook_registrations_take_are_those_a_search_per_name_finds() -> None:
+    """`hook_argument_words` answers, per file, what one search per name answered: whether
+    the name stands among a hook registration's arguments (up to the first `)`)."""
+    import re
+
+    import ckptlint
+    from ckptlint.analysis.phases import hook_argument_words
+
+    sources = sorted([*FIXTURES.rglob("*.py"), *Path(ckptlint.__file__).parent.rglob("*.py")])
+    texts = [path.read_text() for path in sources]
+    registering = [text for text in texts if "register_" in text]  # no match elsewhere
+    assert len(registering) > 5
+    for text in registering:
+        words = hook_argument_words(text)
+        for name in set(re.findall(r"\w+", text)):
+            search = re.compile(rf"register_\w*hook\w*\s*\([^)]*\b{re.escape(name)}\b")
+            assert (name in words) == (search.search(text) is not None), name

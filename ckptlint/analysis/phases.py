@@ -166,6 +166,20 @@ CALLED_NAME = re.compile(r"(?<!def )\b(\w+)\s*\(")
 PASSED_NAME = re.compile(r"[(,=]\s*(?:\w+\.)?(\w+)(?=\s*[,)])")
 
 
+# A hook registration's arguments, up to the first `)` (a `partial(fn, ...)` names `fn`
+# before it).
+HOOK_REGISTRATION = re.compile(r"register_\w*hook\w*\s*\(([^)]*)")
+
+
+def hook_argument_words(text: str) -> frozenset[str]:
+    """The words among the text's hook registrations' arguments: the names a file may
+    register as hooks, before it is summarized."""
+    if "register_" not in text:
+        return frozenset()
+    return frozenset(word for match in HOOK_REGISTRATION.finditer(text)
+                     for word in re.findall(r"\w+", match.group(1)))
+
+
 DIRECT_LOOKUPS = 8  # names looked up one by one before the index is built
 
 
@@ -201,11 +215,16 @@ def element_write_pattern(attr: str) -> re.Pattern[str]:
 def element_write(text: str, pattern: re.Pattern[str]) -> bool:
     """Whether the text may write the attribute on an element of a collection: after a
     subscript, or on a name some `for` binds."""
+    looked_up: set[str] = set()  # receivers no `for` binds
     for match in pattern.finditer(text):
         receiver = match.group(1)
-        if receiver is None or re.search(
-                rf"\bfor\b[^\n:]*\b{re.escape(receiver)}\b[^\n:]*\bin\b", text):
+        if receiver is None:
             return True
+        if receiver in looked_up:
+            continue
+        if re.search(rf"\bfor\b[^\n:]*\b{re.escape(receiver)}\b[^\n:]*\bin\b", text):
+            return True
+        looked_up.add(receiver)
     return False
 
 
@@ -230,6 +249,7 @@ class PhaseFinder:
         self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
         self._written: dict[str, list[Path]] | None = None
         self._element_writes: dict[tuple[Path, str], bool] = {}
+        self._hook_words: dict[Path, frozenset[str]] = {}
 
     def summary(self, path: Path) -> FileSummary | None:
         if path not in self._summaries:
@@ -376,13 +396,9 @@ class PhaseFinder:
 
     def hook_registrations(self, path: Path, qualname: str, function: FunctionSummary | None):
         name = qualname.rsplit(".", 1)[-1]
-        # The name among a hook registration's arguments (up to the first `)`: a
-        # `partial(fn, ...)` names `fn` before it), before any file is summarized.
-        registers = re.compile(rf"register_\w*hook\w*\s*\([^)]*\b{re.escape(name)}\b")
         for other in self.files_calling(name):
-            text = self.text(other) or ""
-            if "register_" not in text or registers.search(text) is None:
-                continue
+            if name not in self.hook_argument_words(other):
+                continue  # not named by a registration: the file need not be summarized
             summary = self.summary(other)
             if summary is None:
                 continue
@@ -392,6 +408,12 @@ class PhaseFinder:
                 if self.matches(path, qualname, function, other, summary, site,
                                 any_method=True):
                     yield other, registration
+
+    def hook_argument_words(self, path: Path) -> frozenset[str]:
+        """`hook_argument_words` of a file's text, once per file per run."""
+        if path not in self._hook_words:
+            self._hook_words[path] = hook_argument_words(self.text(path) or "")
+        return self._hook_words[path]
 
     def matches(self, path: Path, qualname: str, function: FunctionSummary | None,
                 other: Path, summary: FileSummary, site: CallSite,

@@ -48,6 +48,9 @@ class SummaryStore:
         self.folder = folder  # None: nothing kept here (the callers keep facts for the run)
         self._entries: dict[str, dict[str, Any]] = {}  # digest -> fact name -> plain value
         self._changed: set[str] = set()
+        # text -> its digest, for the run: each text is asked for several facts (the texts
+        # are the project's, held for the run anyway).
+        self._digests: dict[str, str] = {}
 
     @classmethod
     def in_cache(cls, cache_folder: Path, chosen: bool) -> SummaryStore:
@@ -62,7 +65,9 @@ class SummaryStore:
              to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T:
         if self.folder is None:
             return compute(text)  # the callers keep what they need for the run
-        digest = text_digest(text)
+        digest = self._digests.get(text)
+        if digest is None:
+            digest = self._digests[text] = text_digest(text)
         entry = self._entry(digest)
         if name in entry:
             try:
