@@ -3,6 +3,7 @@ inference behind CKP2xx-4xx."""
 
 from __future__ import annotations
 
+import functools
 import os
 import textwrap
 from pathlib import Path
@@ -474,12 +475,28 @@ def test_a_confined_override_search_parses_only_subclass_files_importing_from_in
     assert "direct.py" in parsed and "elsewhere.py" not in parsed
 
 
+@functools.cache
+def parsed_sources() -> tuple[SourceModule, ...]:
+    """Every fixture and ckptlint's own source, parsed (those libcst parses)."""
+    import ckptlint
+    from ckptlint.syntax.reading import SourceError
+
+    sources = [*FIXTURES.rglob("*.py"), *Path(ckptlint.__file__).parent.rglob("*.py")]
+    modules = []
+    for path in sorted(sources):
+        text = path.read_text(encoding="utf-8")
+        try:
+            modules.append(SourceModule(path, path.name, path.stem, False, text,
+                                        parse_text(text, path.name)))
+        except SourceError:  # a fixture of a syntax error
+            continue
+    return tuple(modules)
+
+
 def test_the_decorator_names_read_from_the_scopes_are_those_of_a_walk_of_the_tree():
     """`names_used_as_decorators` reads the definitions the scopes hold instead of walking
     the whole tree: the same names, for every fixture and for ckptlint's own source."""
-    import ckptlint
     from ckptlint.analysis.bindings import names_used_as_decorators
-    from ckptlint.syntax.reading import SourceError
     from ckptlint.syntax.walk import Visitor
 
     class EveryDecorator(Visitor):
@@ -491,17 +508,38 @@ def test_the_decorator_names_read_from_the_scopes_are_those_of_a_walk_of_the_tre
             if isinstance(expr, (cst.Name, cst.Attribute)):
                 self.names.add(expr.value if isinstance(expr, cst.Name) else expr.attr.value)
 
-    sources = [*FIXTURES.rglob("*.py"), *Path(ckptlint.__file__).parent.rglob("*.py")]
     compared = 0
-    for path in sorted(sources):
-        text = path.read_text(encoding="utf-8")
-        try:
-            module = SourceModule(path, path.name, path.stem, False, text,
-                                  parse_text(text, path.name))
-        except SourceError:  # a fixture of a syntax error
-            continue
+    for module in parsed_sources():
         walked = EveryDecorator()
         walked.walk(module.tree)
-        assert names_used_as_decorators(module) == walked.names, path
+        assert names_used_as_decorators(module) == walked.names, module.path
         compared += bool(walked.names)
     assert compared > 20
+
+
+def test_whether_a_value_reads_its_target_is_what_comparing_every_expression_says():
+    """`reads_target` compacts only the expressions whose last name the target holds: the
+    same answer as comparing every name and attribute chain of the value, for every
+    assignment of the fixtures and of ckptlint's own source."""
+    from ckptlint.analysis.segment import compact, expressions_in, reads_target
+    from ckptlint.syntax.walk import Visitor
+
+    class Assignments(Visitor):
+        def __init__(self) -> None:
+            self.pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            self.pairs += [(node.value, target.target) for target in node.targets]
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            self.pairs.append((node.value, node.target))
+
+    reading = 0
+    for module in parsed_sources():
+        found = Assignments()
+        found.walk(module.tree)
+        for value, target in found.pairs:
+            every = any(compact(expr) == compact(target) for expr in expressions_in(value))
+            assert reads_target(value, target) == every, module.code(target)
+            reading += every
+    assert reading > 50

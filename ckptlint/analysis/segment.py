@@ -453,22 +453,27 @@ class Write:
 def reads_target(value: cst.BaseExpression, target: cst.BaseExpression) -> bool:
     """Whether `value` reads `target` itself (the same name or attribute chain)."""
     text = compact(target)
-    return any(compact(expr) == text for expr in expressions_in(value))
+    # An expression's last name is in its code: those without it in `text` are not compacted.
+    return any((expr.value if isinstance(expr, cst.Name) else expr.attr.value) in text
+               and compact(expr) == text for expr in expressions_in(value))
 
 
-def expressions_in(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+class _ExpressionFinder(Visitor):
+    def __init__(self) -> None:
+        self.found: list[cst.Name | cst.Attribute] = []
+
+    def visit_Name(self, name: cst.Name) -> None:
+        self.found.append(name)
+
+    def visit_Attribute(self, attribute: cst.Attribute) -> None:
+        self.found.append(attribute)
+
+
+def expressions_in(node: cst.CSTNode) -> Iterator[cst.Name | cst.Attribute]:
     """The names and attribute chains in an expression."""
-    found: list[cst.BaseExpression] = []
-
-    class Finder(Visitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.append(name)
-
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            found.append(attribute)
-
-    Finder().walk(node)
-    return iter(found)
+    finder = _ExpressionFinder()
+    finder.walk(node)
+    return iter(finder.found)
 
 
 @dataclass(eq=False)
