@@ -57,6 +57,17 @@ def test_hazard_outside_the_linted_files_is_reported_at_the_site():
     assert any("helpers.py:12" in f.message for f in findings)
 
 
+def test_a_hazard_in_a_linted_file_spelled_otherwise_keeps_that_file_s_name():
+    """Given absolute paths, a finding in a module reached through an import (named
+    relative to the current folder, as the project names it) takes the name the file was
+    linted under."""
+    absolute = CHAIN_PROJECT.resolve()
+    findings = run(CHAIN_PROJECT, [str(absolute)])
+    linted = {str(path) for path in absolute.rglob("*.py")}
+    assert findings and {f.filename for f in findings} <= linted
+    assert any(Path(f.filename).name == "helpers.py" and f.code == "CKP201" for f in findings)
+
+
 def test_max_depth_limits_the_callees_followed():
     findings = run(CHAIN_PROJECT, [relative(CHAIN_PROJECT)], **{"max-depth": 1})
     assert not [f for f in findings if Path(f.filename).name == "helpers.py"]

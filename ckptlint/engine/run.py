@@ -411,7 +411,8 @@ def finish(file_results: Iterable[FileResult], config: Config, ignore_noqa: bool
         result.sites.extend(file_result.sites)
     enabled = config.enabled_codes()
     findings = [f for r in by_display.values() for f in r.findings if f.code in enabled]
-    findings = [relocate_outside(f, by_display) for f in findings]
+    linted = LintedFiles(by_display)
+    findings = [relocate_outside(f, linted) for f in findings]
     findings = [f for f in findings if f.code not in config.ignored_for_file(Path(f.filename))
                 or f.code == PARSE_ERROR]
     findings = apply_suppressions(findings, result.sources, ignore_noqa,
@@ -422,11 +423,11 @@ def finish(file_results: Iterable[FileResult], config: Config, ignore_noqa: bool
     return result
 
 
-def relocate_outside(finding: Finding, linted: dict[str, FileResult]) -> Finding:
+def relocate_outside(finding: Finding, linted: LintedFiles) -> Finding:
     """A hazard in a file outside the linted set is reported at its site, naming the hazard."""
-    if finding.filename in linted or finding.site is None:
+    if finding.filename in linted.results or finding.site is None:
         return finding
-    same = linted_display(finding.filename, linted)
+    same = linted.display_of(finding.filename)
     if same is not None:  # a linted file reached first through an import: its display differs
         return replace(finding, filename=same)
     site = finding.site
@@ -437,16 +438,28 @@ def relocate_outside(finding: Finding, linted: dict[str, FileResult]) -> Finding
                    data={**finding.data, "hazard": hazard})
 
 
-def linted_display(filename: str, linted: dict[str, FileResult]) -> str | None:
-    """The display under which `filename` (the same file, spelled otherwise) was linted."""
-    try:
-        target = Path(filename).resolve()
-        for display in linted:
-            if Path(display).resolve() == target:
-                return display
-    except OSError:
-        return None
-    return None
+class LintedFiles:
+    """The run's file results by display name, and the display under which a file spelled
+    otherwise was linted (every display resolved once, when first asked: a finding in a
+    module reached through an import is named as the project names it, and a run given
+    absolute paths names its linted files otherwise)."""
+
+    def __init__(self, results: dict[str, FileResult]) -> None:
+        self.results = results
+        self._by_path: dict[Path, str] | None = None
+
+    def display_of(self, filename: str) -> str | None:
+        if self._by_path is None:
+            self._by_path = {}
+            for display in self.results:
+                try:
+                    self._by_path.setdefault(Path(display).resolve(), display)
+                except (OSError, RuntimeError):  # a loop of links
+                    continue
+        try:
+            return self._by_path.get(Path(filename).resolve())
+        except (OSError, RuntimeError):
+            return None
 
 
 def deduplicate(findings: list[Finding]) -> list[Finding]:
