@@ -217,7 +217,8 @@ class Linter:
                 kept += sizes[module]
         self.project.forget_parsed(keep)
         self._analysis = self.analysis.renewed()
-        gc.collect()
+        # No `gc.collect()` here: the trees go by reference counting, and a full collection
+        # costs in proportion to the whole heap (seconds each in a long-lived process).
 
 
 @dataclass
