@@ -17,11 +17,10 @@ from ckptlint.analysis.resolve import ClassValue, SelfAssignmentCollector, binds
 from ckptlint.analysis.scopes import BindingKind, dotted_name
 from ckptlint.analysis.summary_store import FORMAT, text_digest
 from ckptlint.config import Config
-from ckptlint.engine.linter import Linter
 from ckptlint.engine.run import lint
 from ckptlint.storage.plain_data import ShapeError
 from ckptlint.syntax.source import SourceModule, parse_text
-from tests.test_project import parsed_paths, target_names
+from tests.test_project import lint_alone, parsed_paths, target_names
 from tests.test_reexports import ROOT, fixture_packages, write
 
 TRICKY = textwrap.dedent("""\
@@ -194,10 +193,7 @@ def test_a_base_class_reached_only_for_resolution_is_not_parsed(tmp_path: Path) 
     """`Block`'s base, its methods and its library base are known from the summary of
     `pkg/base.py`; only `pkg/blocks.py`, whose `forward` the checkpoint runs, is parsed."""
     write(tmp_path, LAYERED)
-    model = tmp_path / "model.py"
-    linter = Linter(Config())
-    linter.project.add_root_for(model)
-    result = linter.lint_file(model, str(model))
+    linter, result = lint_alone(tmp_path / "model.py")
     assert target_names(result) == ["blocks.py:Block.forward"]
     assert parsed_paths(linter) == {"model.py", "blocks.py"}
     resolver = linter.analysis.resolver

@@ -15,7 +15,7 @@ from ckptlint.analysis.project import (
     stored_bindings,
 )
 from ckptlint.config import Config
-from ckptlint.engine.linter import Linter
+from ckptlint.engine.linter import FileResult, Linter
 from ckptlint.storage.plain_data import ShapeError
 from tests.cli_helpers import run_cli, write_project
 
@@ -25,6 +25,13 @@ FIXTURE = Path(__file__).parent / "fixtures" / "projects" / "package_attributes"
 def parsed_paths(linter: Linter) -> set[str]:
     return {path.name if path.name != "__init__.py" else f"{path.parent.name}/__init__.py"
             for path, module in linter.project._by_path.items() if module is not None}
+
+
+def lint_alone(path: Path) -> tuple[Linter, FileResult]:
+    """`path` linted in this process by a fresh linter whose roots it gives."""
+    linter = Linter(Config())
+    linter.project.add_root_for(path)
+    return linter, linter.lint_file(path, str(path))
 
 
 def target_names(result) -> list[str]:
@@ -57,9 +64,7 @@ def test_submodule_attribute_does_not_parse_the_package_init(tmp_path: Path) -> 
         def forward(x):
             return checkpoint(pkg.blocks.block, x, use_reentrant=False)
         """))
-    linter = Linter(Config())
-    linter.project.add_root_for(model)
-    result = linter.lint_file(model, str(model))
+    linter, result = lint_alone(model)
     assert target_names(result) == ["blocks.py:block"]
     assert parsed_paths(linter) == {"model.py", "blocks.py"}
 
@@ -71,9 +76,7 @@ def test_package_init_that_binds_the_name_is_parsed(tmp_path: Path) -> None:
     model = tmp_path / "model.py"
     model.write_text("from torch.utils.checkpoint import checkpoint\nimport pkg\n\n\n"
                      "def forward(x):\n    return checkpoint(pkg.blocks, x, use_reentrant=False)\n")
-    linter = Linter(Config())
-    linter.project.add_root_for(model)
-    result = linter.lint_file(model, str(model))
+    linter, result = lint_alone(model)
     assert target_names(result) == ["__init__.py:blocks"]
     assert "pkg/__init__.py" in parsed_paths(linter)
 

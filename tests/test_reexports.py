@@ -19,11 +19,10 @@ from ckptlint.analysis.reexports import (
 from ckptlint.analysis.scopes import BindingKind, build_scopes
 from ckptlint.analysis.summary_store import FORMAT, text_digest
 from ckptlint.config import Config
-from ckptlint.engine.linter import Linter
 from ckptlint.engine.run import lint
 from ckptlint.storage.plain_data import ShapeError
 from ckptlint.syntax.source import parse_text
-from tests.test_project import parsed_paths, target_names
+from tests.test_project import lint_alone, parsed_paths, target_names
 
 ROOT = Path(__file__).parent.parent
 TRICKY = textwrap.dedent("""\
@@ -169,10 +168,7 @@ def write(tree: Path, files: dict[str, str]) -> None:
 
 def test_a_reexported_name_is_resolved_without_parsing_the_package_init(tmp_path: Path) -> None:
     write(tmp_path, REEXPORTING)
-    model = tmp_path / "model.py"
-    linter = Linter(Config())
-    linter.project.add_root_for(model)
-    result = linter.lint_file(model, str(model))
+    linter, result = lint_alone(tmp_path / "model.py")
     assert target_names(result) == ["blocks.py:block"]
     assert parsed_paths(linter) == {"model.py", "blocks.py"}
 
