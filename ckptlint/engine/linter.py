@@ -34,9 +34,11 @@ from ckptlint.syntax.notebook import decode_file, size_limit
 from ckptlint.syntax.reading import (
     Limits,
     SourceError,
+    StatementStarts,
     check_nodes,
     parse_ast,
     read_bytes,
+    statement_starts,
 )
 
 if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
@@ -175,12 +177,14 @@ class Linter:
                 result.dependencies = tuple(sorted(str(p) for p in probed))
                 result.whole_project = self.asks_project_classes(text)
                 return result
+            starts = statement_starts(tree)
             del tree
             result.confirmed = True
             if not analyse:
                 return result
             with self.project.dependencies.recording() as accessed:
-                self.analysis.lint_module(path, display, text, result, syntax_checked=True)
+                self.analysis.lint_module(path, display, text, result, syntax_checked=True,
+                                          statement_starts=starts)
             self.project.summaries.flush()
             own = path.resolve()
             result.dependencies = tuple(sorted(str(p) for p in accessed if p != own))
@@ -286,14 +290,16 @@ class Analysis:
         return fresh
 
     def lint_module(self, path: Path, display: str, text: str, result: FileResult, *,
-                    syntax_checked: bool = False) -> None:
+                    syntax_checked: bool = False,
+                    statement_starts: StatementStarts | None = None) -> None:
         from ckptlint.analysis.sites import find_sites, resolve_targets
         from ckptlint.syntax.source import SourceModule, parse_text
 
         name, is_package = self.project.module_name(path)
         tree = parse_text(text, display, syntax_checked=syntax_checked)
         module = SourceModule(path=path.resolve(), display=display, name=name,
-                              is_package=is_package, text=text, tree=tree)
+                              is_package=is_package, text=text, tree=tree,
+                              statement_starts=statement_starts)
         self.project.register(module)
         sites = find_sites(module, self.resolver, self.table, self.config.segment_base_classes)
         for site in sites:

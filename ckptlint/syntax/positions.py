@@ -9,6 +9,11 @@ on torch/testing/_internal/common_fsdp.py: 0.27 s for PositionProvider, 0.03 s h
 The recording mirrors `PositionProvidingCodegenState` exactly (syntactic positions win over
 whitespace-inclusive ones; `start_node`/`end_node` hoisting), and tests compare the two on
 every node of real files.
+
+Given where CPython's `ast` puts each statement (`reading.statement_starts`), the pass runs
+only over the statement that holds the node asked for: a top-level statement, or a statement of a
+top-level class's body (a method). That statement's code must sit at its row in the text,
+or the positions come from the sequential pass after all.
 """
 
 from __future__ import annotations
@@ -16,12 +21,20 @@ from __future__ import annotations
 import bisect
 import re
 from itertools import accumulate, islice
+from collections.abc import Iterator
 from typing import Literal
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from ckptlint.syntax.reading import StatementStarts
+from ckptlint.syntax.walk import KIND_OF, NODE, SEQUENCE, child_fields
+
+
 _NEWLINE = re.compile(r"\r\n?|\n")
+# libcst drops a line holding only a `\` continuation (`module.code` lacks it), so the lines
+# it numbers shift from the file's (and CPython's) after one.
+LONE_CONTINUATION = re.compile(r"^[ \t\f]*\\\r?$", re.MULTILINE)
 
 
 class _Syntactic:
@@ -73,14 +86,178 @@ class _IndexState(CodegenState):
         return _Syntactic(self, node, start_node, end_node)
 
 
+def token_lines(tokens: list[str]) -> tuple[list[int], list[int]]:
+    """Where each token starts in the code, and where each line starts."""
+    offsets = list(accumulate(map(len, tokens), initial=0))
+    code = "".join(tokens)
+    return offsets, [0, *(match.end() for match in _NEWLINE.finditer(code))]
+
+
+def line_column(offsets: list[int], line_starts: list[int], index: int) -> tuple[int, int]:
+    """(0-based line, column) of token `index`."""
+    offset = offsets[index]
+    line = bisect.bisect_right(line_starts, offset) - 1
+    return line, offset - line_starts[line]
+
+
+class _Mismatch(Exception):
+    """The statements or their code do not sit where CPython's rows say."""
+
+
+class _Anchor:
+    """A statement whose code starts a line: its positions come from a pass over it alone."""
+
+    __slots__ = ("statement", "row", "indent", "ranges", "offsets", "line_starts")
+
+    def __init__(self, statement: cst.CSTNode, row: int, indent: list[str]) -> None:
+        self.statement = statement
+        self.row = row  # the 1-based row where its code (its leading lines) starts
+        self.indent = indent
+        self.ranges: dict[cst.CSTNode, tuple[int, int]] | None = None
+        self.offsets: list[int] = []
+        self.line_starts: list[int] = []
+
+
+class _Anchored:
+    """Positions from one statement's pass: the top-level statements and a top-level class's
+    body statements are anchored at the rows CPython gives."""
+
+    def __init__(self, module: cst.Module, text: str, starts: StatementStarts) -> None:
+        self.module = module
+        self.text = text
+        self.owner: dict[int, _Anchor] = {}  # id(node) -> its innermost anchor, marked so far
+        self._marks = self._anchors(starts)
+        self.text_lines = [0, *(match.end() for match in _NEWLINE.finditer(text))]
+
+    def range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """The node's range, or None when no anchor holds it; `_Mismatch` when the rows are
+        not the code's."""
+        anchor = self._anchor_of(node)
+        if anchor is None:
+            return None
+        if anchor.ranges is None:
+            self._run(anchor)
+        found = anchor.ranges.get(node)
+        if found is None:
+            return None
+        start = line_column(anchor.offsets, anchor.line_starts, found[0])
+        end = line_column(anchor.offsets, anchor.line_starts, found[1])
+        return ((anchor.row + start[0], start[1]),
+                (anchor.row + end[0], end[1]))
+
+    def _anchor_of(self, node: cst.CSTNode) -> _Anchor | None:
+        """Statements are marked in order until one holds the node (most questions are
+        about a few methods: the rest of the file is never walked)."""
+        key = id(node)
+        owner = self.owner
+        anchor = owner.get(key)
+        while anchor is None:
+            marked = next(self._marks, None)
+            if marked is None:
+                return None
+            mark(*marked, owner)
+            anchor = owner.get(key)
+        return anchor
+
+    def _run(self, anchor: _Anchor) -> None:
+        state = _IndexState(self.module)
+        state.indent_tokens = list(anchor.indent)
+        anchor.statement._codegen(state)
+        if not 1 <= anchor.row <= len(self.text_lines):
+            raise _Mismatch
+        start = self.text_lines[anchor.row - 1]
+        tokens = state.tokens
+        if not self.text.startswith("".join(tokens), start) and not (
+                # the last line of a file without a final newline: the sequential pass keeps
+                # that newline token too (`pop_trailing_newline`)
+                not self.module.has_trailing_newline and tokens
+                and self.text[start:] == "".join(tokens[:-1])):
+            raise _Mismatch
+        anchor.ranges = state.computed
+        anchor.offsets, anchor.line_starts = token_lines(state.tokens)
+
+    def _anchors(self, starts: StatementStarts) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
+        """(subtree, its anchor) in the file's order; a class anchored statement by statement
+        owns its header."""
+        module = self.module
+        for statement, (row, inner_rows) in matched(module.body, starts):
+            anchor = _Anchor(statement, start_row(statement, row), [])
+            block = statement.body if isinstance(statement, cst.ClassDef) else None
+            if inner_rows is None or not isinstance(block, cst.IndentedBlock):
+                yield statement, anchor
+                continue
+            self.owner[id(statement)] = self.owner[id(block)] = anchor
+            for name in child_fields(cst.ClassDef):
+                if name != "body":
+                    for child in children_of(getattr(statement, name)):
+                        yield child, anchor
+            indent = [module.default_indent if block.indent is None else block.indent]
+            for inner, (inner_row, _) in matched(block.body, [(r, None) for r in inner_rows]):
+                yield inner, _Anchor(inner, start_row(inner, inner_row), indent)
+
+
+def matched(statements, starts: StatementStarts) -> list:
+    """libcst's statements with CPython's rows (a line of `a; b` is two statements there)."""
+    found, index = [], 0
+    for statement in statements:
+        if index >= len(starts):
+            raise _Mismatch
+        found.append((statement, starts[index]))
+        index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    if index != len(starts):
+        raise _Mismatch
+    return found
+
+
+def start_row(statement: cst.CSTNode, first: int) -> int:
+    """The row where a statement's code starts: its leading lines are one row each."""
+    leading = getattr(statement, "leading_lines", None)
+    if leading is None:
+        raise _Mismatch
+    return first - len(leading)
+
+
+def children_of(value) -> list[cst.CSTNode]:
+    kind = KIND_OF[type(value)]
+    if kind == NODE:
+        return [value]
+    if kind == SEQUENCE:
+        return [item for item in value if KIND_OF[type(item)] == NODE]
+    return []
+
+
+def mark(root: cst.CSTNode, anchor: _Anchor, owner: dict[int, _Anchor]) -> None:
+    """`anchor` for `root` and every node the walker visits under it."""
+    pending = [root]
+    kind_of = KIND_OF
+    while pending:
+        node = pending.pop()
+        owner[id(node)] = anchor
+        for name in child_fields(type(node)):
+            value = getattr(node, name)
+            kind = kind_of[type(value)]
+            if kind == NODE:
+                pending.append(value)
+            elif kind == SEQUENCE:
+                for item in value:
+                    if kind_of[type(item)] == NODE:
+                        pending.append(item)
+
+
 class Positions:
     """Line (1-based) and column (0-based) of any node of one module, as PositionProvider.
 
-    The codegen pass runs one top-level statement at a time and stops once the node asked
-    for is recorded: a site in the first half of a file costs half a pass.
+    With `text` and its statements' `starts` (`reading.statement_starts`), a node's position
+    comes from a pass over the statement holding it (`_Anchored`). Otherwise, and for nodes outside those statements,
+    the codegen pass runs one top-level statement at a time and stops once the node asked for
+    is recorded: a site in the first half of a file costs half a pass.
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, text: str | None = None,
+                 starts: StatementStarts | None = None) -> None:
+        self._anchored = (_Anchored(module, text, starts)
+                          if text is not None and starts is not None
+                          and not LONE_CONTINUATION.search(text) else None)
         self._module = module
         self._state = _IndexState(module)
         self._statements = iter((*module.header, *module.body, *module.footer))
@@ -90,6 +267,11 @@ class Positions:
         self._offsets = [0]  # where each token starts in the code
         self._line_starts = [0]
         self._last_char = ""
+
+    @property
+    def anchored(self) -> bool:
+        """Passes run statement by statement (no row has disagreed with the code)."""
+        return self._anchored is not None
 
     def _record_through(self, node: cst.CSTNode) -> None:
         """Run the codegen pass until `node` is recorded (or the module is done)."""
@@ -129,6 +311,14 @@ class Positions:
 
     def range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         """((start line, start column), (end line, end column)); KeyError if not in the tree."""
+        if self._anchored is not None:
+            try:
+                found = self._anchored.range(node)
+            except _Mismatch:
+                self._anchored = None
+            else:
+                if found is not None:
+                    return found
         self._record_through(node)
         start, end = self._ranges[node]
         return self._line_column(start), self._line_column(end)

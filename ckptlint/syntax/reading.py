@@ -147,6 +147,24 @@ def declares_encoding(data: bytes) -> bool:
     return b"coding" in (data[:second] if second >= 0 else data)
 
 
+# Per top-level statement of CPython's tree: its first row (its first decorator's, if any)
+# and, for a class, the first rows of its body's statements.
+StatementStarts = list[tuple[int, "list[int] | None"]]
+
+
+def statement_starts(tree: ast.Module) -> StatementStarts:
+    """Where each statement starts (`ckptlint.syntax.positions` anchors its passes there)."""
+    return [(first_row(statement),
+             [first_row(inner) for inner in statement.body]
+             if isinstance(statement, ast.ClassDef) else None)
+            for statement in tree.body]
+
+
+def first_row(statement: ast.stmt) -> int:
+    decorators = getattr(statement, "decorator_list", None)
+    return decorators[0].lineno if decorators else statement.lineno
+
+
 def parse_ast(text: str, filename: str) -> ast.Module:
     """CPython's own parse; what it rejects must never reach libcst (its parser can crash)."""
     try:

@@ -11,10 +11,11 @@ import libcst as cst
 
 from ckptlint.analysis.scopes import ScopeBuilder, build_scopes
 from ckptlint.findings import Position
-from ckptlint.syntax.positions import Positions
+from ckptlint.syntax.positions import LONE_CONTINUATION, Positions
 
 # Reading and CPython syntax checks live in the libcst-free `reading` module (re-exported).
-from ckptlint.syntax.reading import SourceError, check_syntax, decode_source  # noqa: F401
+from ckptlint.syntax.reading import (  # noqa: F401
+    SourceError, StatementStarts, check_syntax, decode_source)
 
 
 def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst.Module:
@@ -29,16 +30,13 @@ def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst
         raise SourceError("nesting too deep to parse") from None
 
 
-# libcst drops a line holding only a `\` continuation (`module.code` lacks it), so the lines
-# it numbers shift from the file's after one.
-_LONE_CONTINUATION = re.compile(r"^[ \t\f]*\\\r?$", re.MULTILINE)
 _LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # lines as Python counts them
 
 
 def line_map(text: str, module: cst.Module) -> list[int] | None:
     """The file's line (1-based) of each line of libcst's code, index 0 unused; None when they
     are the same. libcst's lines are the file's with whole lines left out, in order."""
-    if not _LONE_CONTINUATION.search(text):
+    if not LONE_CONTINUATION.search(text):
         return None
     code = module.code
     if code == text:
@@ -64,6 +62,9 @@ class SourceModule:
     is_package: bool
     text: str
     tree: cst.Module
+    # Where CPython puts each statement (`reading.statement_starts`), when known: positions
+    # then cost a pass over the statement asked about, not over the file up to it.
+    statement_starts: StatementStarts | None = field(default=None, repr=False)
     _positions: Positions | None = field(default=None, repr=False)
 
     @cached_property
@@ -77,7 +78,7 @@ class SourceModule:
     def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
         """1-based start and end of a node (positions are computed once per file, on demand)."""
         if self._positions is None:
-            self._positions = Positions(self.tree)
+            self._positions = Positions(self.tree, self.text, self.statement_starts)
         (start_line, start_column), (end_line, end_column) = self._positions.range(node)
         rows = self._rows
         if rows is not None:
