@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from itertools import accumulate, islice
 from collections.abc import Iterator
+from itertools import accumulate, islice
 from typing import Literal
 
 import libcst as cst
@@ -29,7 +29,6 @@ from libcst._nodes.internal import CodegenState
 
 from ckptlint.syntax.reading import StatementStarts
 from ckptlint.syntax.walk import KIND_OF, NODE, SEQUENCE, child_fields
-
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 # libcst drops a line holding only a `\` continuation (`module.code` lacks it), so the lines
@@ -248,9 +247,10 @@ class Positions:
     """Line (1-based) and column (0-based) of any node of one module, as PositionProvider.
 
     With `text` and its statements' `starts` (`reading.statement_starts`), a node's position
-    comes from a pass over the statement holding it (`_Anchored`). Otherwise, and for nodes outside those statements,
-    the codegen pass runs one top-level statement at a time and stops once the node asked for
-    is recorded: a site in the first half of a file costs half a pass.
+    comes from a pass over the statement holding it (`_Anchored`). Otherwise, and for nodes
+    outside those statements, the codegen pass runs one top-level statement at a time and
+    stops once the node asked for is recorded: a site in the first half of a file costs half
+    a pass.
     """
 
     def __init__(self, module: cst.Module, text: str | None = None,

@@ -14,8 +14,7 @@ from ckptlint.findings import Position
 from ckptlint.syntax.positions import LONE_CONTINUATION, Positions
 
 # Reading and CPython syntax checks live in the libcst-free `reading` module (re-exported).
-from ckptlint.syntax.reading import (  # noqa: F401
-    SourceError, StatementStarts, check_syntax, decode_source)
+from ckptlint.syntax.reading import SourceError, StatementStarts, check_syntax, decode_source  # noqa: F401
 
 
 def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst.Module:
