@@ -55,6 +55,8 @@ class Sample:
     rss_kb: int  # the largest single process (from `wait4`)
     returncode: int
     tree_rss_kb: int = 0  # the process and all its descendants together, sampled
+    # The same, each shared page counted once (proportional set size; 0 where /proc lacks it)
+    tree_pss_kb: int = 0
 
 
 @dataclass
@@ -73,7 +75,7 @@ class Measure:
         process = subprocess.Popen(self.command, cwd=cwd, env=environment,
                                    stdout=subprocess.DEVNULL, stderr=errors)
         deadline = started + max(self.timeout, TIMEOUT[0])
-        tree_peak = 0
+        tree_peak = pss_peak = 0
         polls = 0
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -84,7 +86,8 @@ class Measure:
                 pid, status, usage = os.wait4(process.pid, 0)
                 break
             if polls % 10 == 0:  # every 20 ms: the process and its workers together
-                tree_peak = max(tree_peak, tree_rss_kb(process.pid))
+                rss, pss = tree_memory_kb(process.pid)
+                tree_peak, pss_peak = max(tree_peak, rss), max(pss_peak, pss)
             polls += 1
             time.sleep(0.002)
         wall = time.perf_counter() - started
@@ -95,7 +98,7 @@ class Measure:
         if process.returncode not in self.ok_codes or "Traceback" in stderr:
             raise SystemExit(f"{self.label}: exit {process.returncode}\n{stderr[-3000:]}")
         sample = Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss,
-                        process.returncode, max(tree_peak, usage.ru_maxrss))
+                        process.returncode, max(tree_peak, usage.ru_maxrss), pss_peak)
         self.samples.append(sample)
         return sample
 
@@ -103,14 +106,16 @@ class Measure:
         return statistics.median(getattr(s, attribute) for s in self.samples)
 
 
-def tree_rss_kb(root: int) -> int:
-    """Resident memory of `root` and every process below it (from /proc; 0 elsewhere)."""
+def tree_memory_kb(root: int) -> tuple[int, int]:
+    """Resident memory of `root` and every process below it, summed (from /proc; 0
+    elsewhere), and their proportional set sizes summed: forked workers share the pages
+    they inherited and have not written, which the first sum counts once per process."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return 0
+        return 0, 0
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -121,12 +126,25 @@ def tree_rss_kb(root: int) -> int:
             continue
         parents[int(entry)] = int(fields[1])
         rss[int(entry)] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    total, pending = 0, [root]
+    total = pss = 0
+    pending = [root]
     while pending:
         pid = pending.pop()
         total += rss.get(pid, 0)
+        pss += proportional_kb(pid)
         pending.extend(child for child, parent in parents.items() if parent == pid)
-    return total
+    return total, pss
+
+
+def proportional_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as stream:
+            for line in stream:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def torch_tree() -> Path:
@@ -334,20 +352,24 @@ def site_dense(args, ckptlint: str, ruff: str) -> str:
     def row(measure: Measure, compare: bool = True) -> str:
         wall, cpu = measure.median("wall"), measure.median("cpu")
         rss = max(s.tree_rss_kb for s in measure.samples) / 1024
+        pss = max(s.tree_pss_kb for s in measure.samples) / 1024
         ratio = (f"{wall / ruff_measure.median('wall'):.1f} / "
                  f"{cpu / ruff_measure.median('cpu'):.1f}") if compare else ""
         return (f"| {measure.label} ({len(measure.samples)} runs) | {wall:.2f} s | {cpu:.2f} s "
-                f"| {rss:.0f} MiB | {ratio} |")
+                f"| {rss:.0f} MiB | {pss:.0f} MiB | {ratio} |")
 
     return "\n".join([
         "## Site-dense tree",
         "",
         f"Tree: `{args.site_dense}` ({files} files, {lines:,} lines), copied; load average "
-        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Peak RSS here is the whole "
-        "process tree (main process and workers together, sampled every 20 ms).",
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Peak memory here is the "
+        "whole process tree (main process and workers together, sampled every 20 ms): resident "
+        "sizes summed (a page the workers share with the main process counts once per "
+        "process) and proportional sizes summed (each page once).",
         "",
-        "| measure | wall (median) | CPU user+sys | peak RSS (tree) | ratio to ruff (wall / CPU) |",
-        "|---|---:|---:|---:|---:|",
+        "| measure | wall (median) | CPU user+sys | peak RSS (tree) | peak PSS (tree) "
+        "| ratio to ruff (wall / CPU) |",
+        "|---|---:|---:|---:|---:|---:|",
         row(ckpt), row(ruff_measure), row(warm, compare=False),
         *(row(measure, compare=False) for measure in edits),
         "",

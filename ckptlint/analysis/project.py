@@ -178,6 +178,12 @@ class Project:
         return {path: len(module.text) for path, module in self._by_path.items()
                 if module is not None}
 
+    def forget_positions(self) -> None:
+        """Drop the node positions of every parsed module (computed again when asked for)."""
+        for module in self._by_path.values():
+            if module is not None:
+                module.forget_positions()
+
     def forget_parsed(self, keep: set[Path]) -> None:
         """Drop the parsed modules other than `keep` (their libcst trees are most of a run's
         memory); one asked for again is parsed again. Whoever holds what was derived from

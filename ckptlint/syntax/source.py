@@ -85,6 +85,9 @@ class SourceModule:
                                     for line in (start_line, end_line))
         return Position(start_line, start_column + 1), Position(end_line, end_column + 1)
 
+    def forget_positions(self) -> None:
+        self._positions = None
+
     @cached_property
     def _rows(self) -> list[int] | None:
         return line_map(self.text, self.tree)
