@@ -10,6 +10,7 @@ stay the same. Texts with characters past ASCII are kept as UTF-8.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 from pathlib import Path
@@ -109,3 +110,40 @@ def test_a_text_with_wide_characters_is_kept_as_utf8_and_read_back_the_same(
     assert project.source_text(path) == text  # again, from what the project keeps
     kept = sum(sys.getsizeof(value) for value in project._texts.values())
     assert kept < sys.getsizeof(text) // 3  # a str takes 4 bytes for each character here
+
+
+def test_dropped_modules_leave_no_cycles_for_the_collector(tmp_path: Path, monkeypatch) -> None:
+    """A dropped module's scopes and bindings refer to each other: unlinked, its tree goes by
+    reference counting, so freezing what survives each file (`freeze_between_files`) leaks
+    nothing."""
+    root = package(tmp_path, users=6)
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(root / "helper.py")
+    monkeypatch.setattr(linter_module, "PARSED_BUDGET", 0)  # drop every module after each file
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for index in range(6):
+            path = root / f"user{index}.py"
+            assert [f.code for f in linter.lint_file(path, str(path)).findings] == ["CKP102"]
+        assert linter.project.parsed_sizes() == {}
+        unreachable = gc.collect()
+    finally:
+        if collecting:
+            gc.enable()
+    assert unreachable < 50  # six dropped files' scopes left thousands before
+
+
+def test_a_run_freezes_what_each_file_leaves_and_unfreezes_it_at_the_end(
+        tmp_path: Path, monkeypatch) -> None:
+    root = package(tmp_path, users=3)
+    frozen = []
+    original = Linter._check_candidate
+    monkeypatch.setattr(Linter, "_check_candidate", lambda self, *args: (
+        frozen.append(self.freeze_between_files), original(self, *args))[1])
+    before = gc.get_freeze_count()
+    result = lint([str(root)], Config(root=tmp_path), jobs=1)
+    assert [f.code for f in result.findings] == ["CKP102"] * 3
+    assert frozen and all(frozen)
+    assert gc.get_freeze_count() == before == 0

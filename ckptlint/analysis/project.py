@@ -188,6 +188,9 @@ class Project:
         """Drop the parsed modules other than `keep` (their libcst trees are most of a run's
         memory); one asked for again is parsed again. Whoever holds what was derived from
         them must drop it too. (Files that could not be parsed stay known.)"""
+        for path, module in self._by_path.items():
+            if module is not None and path not in keep:
+                module.release()
         self._by_path = {path: module for path, module in self._by_path.items()
                          if module is None or path in keep}
 

@@ -195,6 +195,12 @@ class ScopeBuilder(Visitor):
         self.branch_depth: dict[int, int] = {}
         self.module_scope = self.push(ScopeKind.MODULE, module)
 
+    def release(self) -> None:
+        """Break the scope <-> binding cycles (for a module no longer used)."""
+        for scope in self.scope_of.values():
+            scope.bindings.clear()
+        self.scope_of.clear()
+
     # -- scope management --------------------------------------------------------------
     @property
     def current(self) -> Scope:

@@ -134,9 +134,8 @@ class _Anchored:
         anchor = self._anchor_of(node)
         if anchor is None:
             return None
-        if anchor.ranges is None:
-            self._run(anchor)
-        found = anchor.ranges.get(node)
+        ranges = anchor.ranges if anchor.ranges is not None else self._run(anchor)
+        found = ranges.get(node)
         if found is None:
             return None
         start = line_column(anchor.offsets, anchor.line_starts, found[0])
@@ -158,7 +157,7 @@ class _Anchored:
             anchor = owner.get(key)
         return anchor
 
-    def _run(self, anchor: _Anchor) -> None:
+    def _run(self, anchor: _Anchor) -> dict[cst.CSTNode, tuple[int, int]]:
         state = _IndexState(self.module)
         state.indent_tokens = list(anchor.indent)
         anchor.statement._codegen(state)
@@ -174,6 +173,7 @@ class _Anchored:
             raise _Mismatch
         anchor.ranges = state.computed
         anchor.offsets, anchor.line_starts = token_lines(state.tokens)
+        return state.computed
 
     def _anchors(self, starts: StatementStarts) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
         """(subtree, its anchor) in the file's order; a class anchored statement by statement

@@ -88,6 +88,15 @@ class SourceModule:
     def forget_positions(self) -> None:
         self._positions = None
 
+    def release(self) -> None:
+        """Unlink what was derived from the tree (a module dropped is not used again): its
+        scopes and bindings refer to each other, which would keep the tree alive until the
+        next full garbage collection."""
+        self._positions = None
+        scopes = self.__dict__.pop("scopes", None)
+        if scopes is not None:
+            scopes.release()
+
     @cached_property
     def _rows(self) -> list[int] | None:
         return line_map(self.text, self.tree)
