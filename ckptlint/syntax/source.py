@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,7 +15,13 @@ from ckptlint.findings import Position
 from ckptlint.syntax.positions import LONE_CONTINUATION, Positions
 
 # Reading and CPython syntax checks live in the libcst-free `reading` module (re-exported).
-from ckptlint.syntax.reading import SourceError, StatementStarts, check_syntax, decode_source  # noqa: F401
+from ckptlint.syntax.reading import (  # noqa: F401
+    SourceError,
+    StatementStarts,
+    check_syntax,
+    decode_source,
+    statement_starts,
+)
 
 
 def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst.Module:
@@ -77,6 +84,8 @@ class SourceModule:
     def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
         """1-based start and end of a node (positions are computed once per file, on demand)."""
         if self._positions is None:
+            if self.statement_starts is None:  # a module parsed to resolve names
+                self.statement_starts = starts_of(self.text)
             self._positions = Positions(self.tree, self.text, self.statement_starts)
         (start_line, start_column), (end_line, end_column) = self._positions.range(node)
         rows = self._rows
@@ -106,6 +115,16 @@ class SourceModule:
 
     def code(self, node: cst.CSTNode) -> str:
         return self.tree.code_for_node(node)
+
+
+def starts_of(text: str) -> StatementStarts | None:
+    """`statement_starts` from CPython's tree (kept by the module: about a sixth of libcst's
+    parse, once, against a codegen pass over the file up to each node, every time the
+    positions are computed again)."""
+    try:
+        return statement_starts(ast.parse(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def load_module(path: Path, display: str, name: str, is_package: bool,
