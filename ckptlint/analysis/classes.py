@@ -53,12 +53,12 @@ ModuleClasses = dict[str, ClassSummary]
 def module_classes(tree: ast.Module) -> ModuleClasses:
     """The summarisable module-level classes of a module, by name."""
     imported = reexports(tree)
-    import_lines = _import_lines(tree.body, {})
-    bound = _binding_counts(tree)
+    imports = import_lines(tree.body, {})
+    bound = binding_counts(tree)
     found: ModuleClasses = {}
     for statement in tree.body:
         if not isinstance(statement, ast.ClassDef) or bound[statement.name] != 1 \
-                or statement.name in imported:
+                or statement.name in imports:
             continue
         bases = []
         for base in statement.bases:
@@ -67,7 +67,7 @@ def module_classes(tree: ast.Module) -> ModuleClasses:
             if written is None:
                 break
             if head in imported and all(line < statement.lineno
-                                        for line in import_lines[head]):
+                                        for line in imports[head]):
                 bases.append((written, "import"))
             elif head in found:
                 bases.append((written, "class"))
@@ -89,7 +89,7 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _import_lines(body: list[ast.stmt], lines: dict[str, list[int]]) -> dict[str, list[int]]:
+def import_lines(body: list[ast.stmt], lines: dict[str, list[int]]) -> dict[str, list[int]]:
     """For each name a module-level import statement binds: the last lines of those
     statements (in branches too)."""
     for statement in body:
@@ -100,13 +100,13 @@ def _import_lines(body: list[ast.stmt], lines: dict[str, list[int]]) -> dict[str
         elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for inner in ast.iter_child_nodes(statement):
                 if isinstance(inner, ast.stmt):
-                    _import_lines([inner], lines)
+                    import_lines([inner], lines)
                 elif isinstance(inner, (ast.ExceptHandler, ast.match_case)):
-                    _import_lines(inner.body, lines)
+                    import_lines(inner.body, lines)
     return lines
 
 
-def _binding_counts(tree: ast.Module) -> Counter[str]:
+def binding_counts(tree: ast.Module) -> Counter[str]:
     """How often each name is bound other than by an import, in any scope (`global` counts
     too): more than the module level binds, so a count of 0 or 1 is certain there."""
     counts: Counter[str] = Counter()

@@ -15,6 +15,7 @@ from ckptlint.analysis.classes import (
     stored_classes,
 )
 from ckptlint.analysis.dependencies import DependencyRecorder
+from ckptlint.analysis.opaque import OpaqueValues, opaque_values, plain_opaque, stored_opaque
 from ckptlint.analysis.reexports import (
     Reexports,
     imported_qualnames,
@@ -83,6 +84,7 @@ class Project:
         self._module_names: dict[Path, frozenset[str] | None] = {}
         self._reexports: dict[Path, Reexports | None] = {}
         self._classes: dict[Path, ModuleClasses | None] = {}
+        self._opaque: dict[Path, OpaqueValues | None] = {}
         self._last_parse: tuple[Path, str, ast.Module] | None = None  # see `_ast_of`
         # `module_path` answers by (dotted name, number of roots): roots are only added.
         self._module_paths: dict[tuple[str, int], tuple[Path | None, tuple[Path, ...]]] = {}
@@ -351,18 +353,36 @@ class Project:
         found = self._classes[path]
         return found.get(name) if found is not None else None
 
+    def opaque_value(self, path: Path, name: str) -> str | None:
+        """The code of the value the module at `path` binds to `name`, when that is its only
+        binding and a value the resolver does not follow (`ckptlint.analysis.opaque`), from
+        the summary store; None when the module is parsed already (ask its tree) or the name
+        is not summarised."""
+        path = path.resolve()
+        self.dependencies.record(path)
+        if path in self._by_path:
+            return None
+        if path not in self._opaque:
+            self._opaque[path] = self._read_fact(path, "opaque", opaque_values, plain_opaque,
+                                                 stored_opaque, with_text=True)
+        found = self._opaque[path]
+        return found.get(name) if found is not None else None
+
     def _read_reexports(self, path: Path) -> Reexports | None:
         return self._read_fact(path, "reexports", reexports, plain_reexports, stored_reexports)
 
-    def _read_fact(self, path: Path, name: str, summarise: Callable[[ast.Module], T],
-                   to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T | None:
-        """A fact about the module at `path` made from its `ast` (None when it cannot be
-        read or parsed), through the summary store."""
+    def _read_fact(self, path: Path, name: str, summarise: Callable[..., T],
+                   to_plain: Callable[[T], Any], from_plain: Callable[[Any], T], *,
+                   with_text: bool = False) -> T | None:
+        """A fact about the module at `path` made from its `ast` (and, `with_text`, its
+        text; None when it cannot be read or parsed), through the summary store."""
         try:
             text = self.limits.read_text(path)
-            return self.summaries.fact(text, name,
-                                       lambda text: summarise(self._ast_of(path, text)),
-                                       to_plain, from_plain)
+            return self.summaries.fact(
+                text, name,
+                lambda text: (summarise(self._ast_of(path, text), text) if with_text
+                              else summarise(self._ast_of(path, text))),
+                to_plain, from_plain)
         except (OSError, SourceError, RecursionError):
             return None
 

@@ -320,7 +320,7 @@ class Resolver:
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             inner = module.scopes.scope_of.get(id(expr), scope)
             return [ContainerValue(tuple(self.values(expr.elt, module, inner, depth + 1)))]
-        return [Unknown(f"`{compact_code(module, expr)}` is not a name the linter can follow")]
+        return [not_followed(compact_code(module, expr))]
 
     def literal_values(self, expr: cst.List | cst.Tuple, module: SourceModule, scope: Scope,
                        depth: int) -> ContainerValue:
@@ -509,6 +509,12 @@ class Resolver:
             if summary is not None:  # a class: parsed only when a question needs its tree
                 return [ClassValue(ClassInfo.summarised(self.project, value.path.resolve(), attr,
                                                         summary))]
+            # A value not followed (`X = A | B`): what `name_values` would say of it, two
+            # steps deeper, without the tree.
+            opaque = (self.project.opaque_value(value.path, attr) if depth + 2 <= MAX_DEPTH
+                      else None)
+            if opaque is not None:
+                return [not_followed(shortened(opaque))]
             module = self.project.module_at(value.path)
             if module is None:
                 return [Unknown(f"{self.project.display_name(value.path)} cannot be parsed")]
@@ -1159,8 +1165,15 @@ def enclosing_class(module: SourceModule, scope: Scope) -> ClassInfo | None:
 
 def compact_code(module: SourceModule, expr: cst.CSTNode, limit: int = 60) -> str:
     """An expression's source on one line, shortened for a message."""
-    text = " ".join(module.code(expr).split())
+    return shortened(" ".join(module.code(expr).split()), limit)
+
+
+def shortened(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def not_followed(code: str) -> Unknown:
+    return Unknown(f"`{code}` is not a name the linter can follow")
 
 
 # How a name is bound, worded for a reason (`Unknown`).
