@@ -147,3 +147,16 @@ def test_a_run_freezes_what_each_file_leaves_and_unfreezes_it_at_the_end(
     assert [f.code for f in result.findings] == ["CKP102"] * 3
     assert frozen and all(frozen)
     assert gc.get_freeze_count() == before == 0
+
+
+def test_positions_are_dropped_after_each_analysed_file(tmp_path: Path) -> None:
+    """Positions are asked for by the file being analysed; kept modules hold none between
+    files (they were a quarter of a worker's memory), and come back when asked for."""
+    root = package(tmp_path, users=2)
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(root / "helper.py")
+    first = linter.lint_file(root / "user0.py", str(root / "user0.py"))
+    kept = [module for module in linter.project._by_path.values() if module is not None]
+    assert kept and all(module._positions is None for module in kept)
+    second = linter.lint_file(root / "user1.py", str(root / "user1.py"))
+    assert [f.start for f in first.findings] == [f.start for f in second.findings]
