@@ -32,7 +32,7 @@ from ckptlint.storage.plain_data import (
     want_str,
     want_strs,
 )
-from ckptlint.syntax.reading import Limits, SourceError
+from ckptlint.syntax.reading import Limits, SourceError, statement_starts
 
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
     import ast
@@ -252,8 +252,10 @@ class Project:
 
             name, is_package = self.module_name(path)
             try:
+                text = self.limits.read_text(path)
                 self._by_path[path] = load_module(path, self.display_name(path), name,
-                                                  is_package, self.limits.read_text(path))
+                                                  is_package, text,
+                                                  statement_starts(self._ast_of(path, text)))
             except SourceError as error:
                 self.parse_errors[path] = str(error)
                 self._by_path[path] = None
@@ -324,12 +326,8 @@ class Project:
         summary store (`ckptlint.analysis.reexports`), unless the module is parsed already.
         """
         path = path.resolve()
-        self.dependencies.record(path)
-        if path in self._by_path:
-            return None
-        if path not in self._reexports:
-            self._reexports[path] = self._read_reexports(path)
-        found = self._reexports[path]
+        found = self._summary(path, self._reexports, lambda path: self._read_fact(
+            path, "reexports", reexports, plain_reexports, stored_reexports))
         if found is None or name not in found:
             return None
         imported = imported_qualnames(found[name], *self.module_name(path))
@@ -343,14 +341,8 @@ class Project:
         """The `ast` summary of the class the module at `path` binds as `name` at module
         level (`ckptlint.analysis.classes`), kept in the summary store; None when the module
         is parsed already (ask its tree) or the class is not summarised."""
-        path = path.resolve()
-        self.dependencies.record(path)
-        if path in self._by_path:
-            return None
-        if path not in self._classes:
-            self._classes[path] = self._read_fact(path, "classes", module_classes, plain_classes,
-                                                  stored_classes)
-        found = self._classes[path]
+        found = self._summary(path.resolve(), self._classes, lambda path: self._read_fact(
+            path, "classes", module_classes, plain_classes, stored_classes))
         return found.get(name) if found is not None else None
 
     def opaque_value(self, path: Path, name: str) -> str | None:
@@ -358,18 +350,20 @@ class Project:
         binding and a value the resolver does not follow (`ckptlint.analysis.opaque`), from
         the summary store; None when the module is parsed already (ask its tree) or the name
         is not summarised."""
-        path = path.resolve()
+        found = self._summary(path.resolve(), self._opaque, lambda path: self._read_fact(
+            path, "opaque", opaque_values, plain_opaque, stored_opaque, with_text=True))
+        return found.get(name) if found is not None else None
+
+    def _summary(self, path: Path, kept: dict[Path, T | None],
+                 read: Callable[[Path], T | None]) -> T | None:
+        """An `ast` summary of the module at `path` (resolved), read once per run; None when
+        the module is parsed already (its tree answers) or cannot be read."""
         self.dependencies.record(path)
         if path in self._by_path:
             return None
-        if path not in self._opaque:
-            self._opaque[path] = self._read_fact(path, "opaque", opaque_values, plain_opaque,
-                                                 stored_opaque, with_text=True)
-        found = self._opaque[path]
-        return found.get(name) if found is not None else None
-
-    def _read_reexports(self, path: Path) -> Reexports | None:
-        return self._read_fact(path, "reexports", reexports, plain_reexports, stored_reexports)
+        if path not in kept:
+            kept[path] = read(path)
+        return kept[path]
 
     def _read_fact(self, path: Path, name: str, summarise: Callable[..., T],
                    to_plain: Callable[[T], Any], from_plain: Callable[[Any], T], *,

@@ -186,14 +186,13 @@ class Linter:
                 result.dependencies = tuple(sorted(str(p) for p in probed))
                 result.whole_project = self.asks_project_classes(text)
                 return result
-            starts = statement_starts(tree)
-            del tree
             result.confirmed = True
             if not analyse:
                 return result
+            starts = statement_starts(tree)
+            del tree
             with self.project.dependencies.recording() as accessed:
-                self.analysis.lint_module(path, display, text, result, syntax_checked=True,
-                                          statement_starts=starts)
+                self.analysis.lint_module(path, display, text, result, starts)
             self.project.summaries.flush()
             # Positions are asked for mostly by the file being analysed; kept for the next
             # ones they were a quarter of a worker's memory on diffusers.
@@ -301,17 +300,16 @@ class Analysis:
         fresh.context.bindings.phases = self.context.bindings.phases
         return fresh
 
-    def lint_module(self, path: Path, display: str, text: str, result: FileResult, *,
-                    syntax_checked: bool = False,
-                    statement_starts: StatementStarts | None = None) -> None:
+    def lint_module(self, path: Path, display: str, text: str, result: FileResult,
+                    starts: StatementStarts | None = None) -> None:
+        """`starts`: `statement_starts` of CPython's tree of `text` (else it is parsed here)."""
         from ckptlint.analysis.sites import find_sites, resolve_targets
-        from ckptlint.syntax.source import SourceModule, parse_text
+        from ckptlint.syntax.source import load_module
 
         name, is_package = self.project.module_name(path)
-        tree = parse_text(text, display, syntax_checked=syntax_checked)
-        module = SourceModule(path=path.resolve(), display=display, name=name,
-                              is_package=is_package, text=text, tree=tree,
-                              statement_starts=statement_starts)
+        if starts is None:
+            starts = statement_starts(parse_ast(text, display))
+        module = load_module(path.resolve(), display, name, is_package, text, starts)
         self.project.register(module)
         sites = find_sites(module, self.resolver, self.table, self.config.segment_base_classes)
         for site in sites:

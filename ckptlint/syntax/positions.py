@@ -28,7 +28,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from ckptlint.syntax.reading import StatementStarts
-from ckptlint.syntax.walk import KIND_OF, NODE, SEQUENCE, child_fields
+from ckptlint.syntax.walk import child_fields, field_children, iter_children
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 # libcst drops a line holding only a `\` continuation (`module.code` lacks it), so the lines
@@ -85,10 +85,9 @@ class _IndexState(CodegenState):
         return _Syntactic(self, node, start_node, end_node)
 
 
-def token_lines(tokens: list[str]) -> tuple[list[int], list[int]]:
-    """Where each token starts in the code, and where each line starts."""
+def token_lines(tokens: list[str], code: str) -> tuple[list[int], list[int]]:
+    """Where each token starts in `code` (the tokens joined), and where each line starts."""
     offsets = list(accumulate(map(len, tokens), initial=0))
-    code = "".join(tokens)
     return offsets, [0, *(match.end() for match in _NEWLINE.finditer(code))]
 
 
@@ -158,21 +157,22 @@ class _Anchored:
         return anchor
 
     def _run(self, anchor: _Anchor) -> dict[cst.CSTNode, tuple[int, int]]:
+        if not 1 <= anchor.row <= len(self.text_lines):
+            raise _Mismatch
         state = _IndexState(self.module)
         state.indent_tokens = list(anchor.indent)
         anchor.statement._codegen(state)
-        if not 1 <= anchor.row <= len(self.text_lines):
-            raise _Mismatch
         start = self.text_lines[anchor.row - 1]
         tokens = state.tokens
-        if not self.text.startswith("".join(tokens), start) and not (
+        code = "".join(tokens)
+        if not self.text.startswith(code, start) and not (
                 # the last line of a file without a final newline: the sequential pass keeps
                 # that newline token too (`pop_trailing_newline`)
                 not self.module.has_trailing_newline and tokens
-                and self.text[start:] == "".join(tokens[:-1])):
+                and self.text[start:] == code[:len(code) - len(tokens[-1])]):
             raise _Mismatch
         anchor.ranges = state.computed
-        anchor.offsets, anchor.line_starts = token_lines(state.tokens)
+        anchor.offsets, anchor.line_starts = token_lines(tokens, code)
         return state.computed
 
     def _anchors(self, starts: StatementStarts) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
@@ -188,7 +188,7 @@ class _Anchored:
             self.owner[id(statement)] = self.owner[id(block)] = anchor
             for name in child_fields(cst.ClassDef):
                 if name != "body":
-                    for child in children_of(getattr(statement, name)):
+                    for child in field_children(getattr(statement, name)):
                         yield child, anchor
             indent = [module.default_indent if block.indent is None else block.indent]
             for inner, (inner_row, _) in matched(block.body, [(r, None) for r in inner_rows]):
@@ -216,31 +216,13 @@ def start_row(statement: cst.CSTNode, first: int) -> int:
     return first - len(leading)
 
 
-def children_of(value) -> list[cst.CSTNode]:
-    kind = KIND_OF[type(value)]
-    if kind == NODE:
-        return [value]
-    if kind == SEQUENCE:
-        return [item for item in value if KIND_OF[type(item)] == NODE]
-    return []
-
-
 def mark(root: cst.CSTNode, anchor: _Anchor, owner: dict[int, _Anchor]) -> None:
     """`anchor` for `root` and every node the walker visits under it."""
     pending = [root]
-    kind_of = KIND_OF
     while pending:
         node = pending.pop()
         owner[id(node)] = anchor
-        for name in child_fields(type(node)):
-            value = getattr(node, name)
-            kind = kind_of[type(value)]
-            if kind == NODE:
-                pending.append(value)
-            elif kind == SEQUENCE:
-                for item in value:
-                    if kind_of[type(item)] == NODE:
-                        pending.append(item)
+        pending.extend(iter_children(node))
 
 
 class Positions:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,7 +19,6 @@ from ckptlint.syntax.reading import (  # noqa: F401
     StatementStarts,
     check_syntax,
     decode_source,
-    statement_starts,
 )
 
 
@@ -84,8 +82,6 @@ class SourceModule:
     def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
         """1-based start and end of a node (positions are computed once per file, on demand)."""
         if self._positions is None:
-            if self.statement_starts is None:  # a module parsed to resolve names
-                self.statement_starts = starts_of(self.text)
             self._positions = Positions(self.tree, self.text, self.statement_starts)
         (start_line, start_column), (end_line, end_column) = self._positions.range(node)
         rows = self._rows
@@ -117,17 +113,10 @@ class SourceModule:
         return self.tree.code_for_node(node)
 
 
-def starts_of(text: str) -> StatementStarts | None:
-    """`statement_starts` from CPython's tree (kept by the module: about a sixth of libcst's
-    parse, once, against a codegen pass over the file up to each node, every time the
-    positions are computed again)."""
-    try:
-        return statement_starts(ast.parse(text))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def load_module(path: Path, display: str, name: str, is_package: bool,
-                text: str) -> SourceModule:
+def load_module(path: Path, display: str, name: str, is_package: bool, text: str,
+                starts: StatementStarts) -> SourceModule:
+    """`starts`: `statement_starts` of CPython's tree of `text`, which CPython therefore
+    accepted (libcst may parse it)."""
     return SourceModule(path=path, display=display, name=name, is_package=is_package,
-                        text=text, tree=parse_text(text, display))
+                        text=text, tree=parse_text(text, display, syntax_checked=True),
+                        statement_starts=starts)
