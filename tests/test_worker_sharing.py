@@ -23,6 +23,7 @@ from ckptlint.config import Config
 from ckptlint.engine import linter as linter_module
 from ckptlint.engine.linter import Analysis, Linter
 from ckptlint.engine.run import lint
+from ckptlint.syntax.source import SourceModule
 from tests.cli_helpers import CKP102_SOURCE
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -160,3 +161,33 @@ def test_positions_are_dropped_after_each_analysed_file(tmp_path: Path) -> None:
     assert kept and all(module._positions is None for module in kept)
     second = linter.lint_file(root / "user1.py", str(root / "user1.py"))
     assert [f.start for f in first.findings] == [f.start for f in second.findings]
+
+
+def test_dropped_modules_are_freed_when_the_analysis_is_renewed(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """What a renewed analysis takes over (the phases, the training setup) must not lead back
+    to the model it replaces: that one holds the dropped modules' trees (the phases once
+    held it through a closure, and every renewal kept every tree dropped before it)."""
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "helper.py").write_text("import torch\n\nSCALE = 2\n\n\ndef block(x):\n"
+                                    "    return torch.relu(x) * SCALE\n")
+    for index in range(4):
+        (root / f"user{index}.py").write_text(USER + "\n" * index)
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(root / "helper.py")
+    monkeypatch.setattr(linter_module, "PARSED_BUDGET", 0)  # drop every module after each file
+    renewals = []
+    original = linter_module.Analysis.renewed
+    monkeypatch.setattr(linter_module.Analysis, "renewed",
+                        lambda self: renewals.append(1) or original(self))
+    for index in range(4):
+        path = root / f"user{index}.py"
+        assert [f.code for f in linter.lint_file(path, str(path)).findings] == ["CKP102"]
+    assert len(renewals) == 4 and linter.project.parsed_sizes() == {}
+    assert linter.analysis.context.bindings._modules == {}
+    gc.collect()
+    alive = [obj.path for obj in gc.get_objects()
+             if isinstance(obj, SourceModule) and obj.path.is_relative_to(root.resolve())]
+    assert alive == []

@@ -375,9 +375,10 @@ class BindingModel:
         self._external: dict[tuple[str, str], tuple[list[Change], tuple[Path, ...]]] = {}
         self._setup: dict[int, set[str]] = {}
         self._foreign: dict[tuple[int, str], tuple[list[Change], tuple[Path, ...]]] = {}
-        self.phases = PhaseFinder(self.project.source_files, self.project.source_text,
-                                  lambda path: self.project.module_name(path)[0],
-                                  self.project.summaries)
+        # Handed on to the next model when parsed modules are dropped (`Analysis.renewed`):
+        # nothing in it may lead back to this one, which holds libcst trees.
+        self.phases = PhaseFinder(project.source_files, project.source_text,
+                                  project.dotted_name, project.summaries)
 
     def when(self, change: Change) -> When:
         """The phase a change outside the segment runs in (`ckptlint.analysis.phases`)."""

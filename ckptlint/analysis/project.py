@@ -126,6 +126,9 @@ class Project:
             self._resolved_folders[folder] = known
         return known
 
+    def dotted_name(self, path: Path) -> str:
+        return self.module_name(path)[0]
+
     def module_name(self, path: Path) -> tuple[str, bool]:
         """The file's dotted module name, and whether it is a package's `__init__.py`.
 
