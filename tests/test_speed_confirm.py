@@ -257,6 +257,14 @@ POSITION_SAMPLES = {
     "decorated": ("@a.b(c)\n@d\nclass K(Base):\n    '''doc'''\n"
                   "    def m(self): return [i for i in x]\n"),
     "no_trailing_newline": "if x:\n    pass\nelse:\n    y = {1: 2}",
+    "nested_definitions": (
+        "class A:\n    x = 1\n\n    @dec\n    # between\n    async def m(self, y=2):\n"
+        "        \"\"\"doc\"\"\"\n        def inner():  # c\n            class B: pass\n"
+        "            return B\n# at column 0\n        z = inner(); w = 3\n"
+        "        for i in y:\n            pass\n        else:\n            pass\n"
+        "    def one_line(self): return 1\n\n\ndef f():\n\tif x:\n\t\treturn 1\n"
+        "\t# trailing\n"),
+    "nested_no_trailing_newline": "def f():\n    def g():\n        return 1",
 }
 
 

@@ -11,9 +11,10 @@ whitespace-inclusive ones; `start_node`/`end_node` hoisting), and tests compare 
 every node of real files.
 
 Given where CPython's `ast` puts each statement (`reading.statement_starts`), the pass runs
-only over the statement that holds the node asked for: a top-level statement, or a statement of a
-top-level class's body (a method). That statement's code must sit at its row in the text,
-or the positions come from the sequential pass after all.
+only over the innermost statement that holds the node asked for: a statement of the module,
+or of the body of a class or function at any depth (a method's statements one by one). That
+statement's code must sit at its row in the text, or the positions come from the sequential
+pass after all.
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ class _Anchor:
 
 
 class _Anchored:
-    """Positions from one statement's pass: the top-level statements and a top-level class's
-    body statements are anchored at the rows CPython gives."""
+    """Positions from one statement's pass: every statement of the module and of the bodies
+    of its classes and functions, however nested, is anchored at the row CPython gives."""
 
     def __init__(self, module: cst.Module, text: str, starts: StatementStarts) -> None:
         self.module = module
@@ -176,23 +177,27 @@ class _Anchored:
         return state.computed
 
     def _anchors(self, starts: StatementStarts) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
-        """(subtree, its anchor) in the file's order; a class anchored statement by statement
-        owns its header."""
-        module = self.module
-        for statement, (row, inner_rows) in matched(module.body, starts):
-            anchor = _Anchor(statement, start_row(statement, row), [])
-            block = statement.body if isinstance(statement, cst.ClassDef) else None
-            if inner_rows is None or not isinstance(block, cst.IndentedBlock):
+        return self._anchors_in(self.module.body, starts, [])
+
+    def _anchors_in(self, statements, starts: StatementStarts,
+                    indent: list[str]) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
+        """(subtree, its anchor) in the file's order; a class or function anchored statement
+        by statement owns its header (its own range needs the pass over all of it)."""
+        for statement, (row, inner_starts) in matched(statements, starts):
+            anchor = _Anchor(statement, start_row(statement, row), indent)
+            block = (statement.body if isinstance(statement, (cst.ClassDef, cst.FunctionDef))
+                     else None)
+            if inner_starts is None or not isinstance(block, cst.IndentedBlock):
                 yield statement, anchor
                 continue
             self.owner[id(statement)] = self.owner[id(block)] = anchor
-            for name in child_fields(cst.ClassDef):
+            for name in child_fields(type(statement)):
                 if name != "body":
                     for child in field_children(getattr(statement, name)):
                         yield child, anchor
-            indent = [module.default_indent if block.indent is None else block.indent]
-            for inner, (inner_row, _) in matched(block.body, [(r, None) for r in inner_rows]):
-                yield inner, _Anchor(inner, start_row(inner, inner_row), indent)
+            inner_indent = [*indent, self.module.default_indent if block.indent is None
+                            else block.indent]
+            yield from self._anchors_in(block.body, inner_starts, inner_indent)
 
 
 def matched(statements, starts: StatementStarts) -> list:

@@ -149,15 +149,21 @@ def declares_encoding(data: bytes) -> bool:
 
 # Per top-level statement of CPython's tree: its first row (its first decorator's, if any)
 # and, for a class, the first rows of its body's statements.
-StatementStarts = list[tuple[int, "list[int] | None"]]
+# Each statement's first row, with its body's statements for a `class` or `def`.
+StatementStarts = list[tuple[int, "StatementStarts | None"]]
+DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def statement_starts(tree: ast.Module) -> StatementStarts:
-    """Where each statement starts (`ckptlint.syntax.positions` anchors its passes there)."""
+    """Where each statement starts, in the bodies of classes and functions too
+    (`ckptlint.syntax.positions` anchors its passes there)."""
+    return _starts(tree.body)
+
+
+def _starts(statements: list[ast.stmt]) -> StatementStarts:
     return [(first_row(statement),
-             [first_row(inner) for inner in statement.body]
-             if isinstance(statement, ast.ClassDef) else None)
-            for statement in tree.body]
+             _starts(statement.body) if isinstance(statement, DEFINITIONS) else None)
+            for statement in statements]
 
 
 def first_row(statement: ast.stmt) -> int:
