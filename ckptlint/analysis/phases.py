@@ -162,8 +162,10 @@ def written_attribute_names(text: str) -> set[str]:
 
 # A name called (`name(`, not `def name(`) or passed as an argument (`f(x, name)`,
 # `f(key=obj.name)`): what `PhaseFinder.files_calling` looks up.
-CALLED_NAME = re.compile(r"(?<!def )\b(\w+)\s*\(")
-PASSED_NAME = re.compile(r"[(,=]\s*(?:\w+\.)?(\w+)(?=\s*[,)])")
+# Possessive (`++`, `*+`): a word never matches in part, so giving characters back can never
+# help; not trying is a third faster over a project's texts.
+CALLED_NAME = re.compile(r"\b(?<!def )(\w++)\s*+\(")
+PASSED_NAME = re.compile(r"[(,=]\s*+(?:\w++\.)?(\w++)(?=\s*[,)])")
 
 
 # A hook registration's arguments, up to the first `)` (a `partial(fn, ...)` names `fn`
@@ -269,7 +271,7 @@ class PhaseFinder:
         if self._calling is None and (name in self._direct
                                       or len(self._direct) < DIRECT_LOOKUPS):
             if name not in self._direct:
-                use = re.compile(rf"(?<!def )\b{re.escape(name)}\s*\(|[(,=]\s*(?:\w+\.)?"
+                use = re.compile(rf"\b(?<!def ){re.escape(name)}\s*+\(|[(,=]\s*+(?:\w++\.)?"
                                  rf"{re.escape(name)}\s*[,)]")
                 self._direct[name] = [path for path in self.files()
                                       if (text := self.text(path)) and name in text
