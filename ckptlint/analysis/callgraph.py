@@ -52,7 +52,7 @@ RUNS_A_FUNCTION = frozenset(api.qualname for api in BUILTIN_APIS.values()
                             if api.kind in (SiteKind.FUNCTION, SiteKind.SEQUENTIAL))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallSite:
     """A call (or a function passed as an argument) by name: `f(...)`, `self.m(...)`."""
 
@@ -63,7 +63,7 @@ class CallSite:
     module: str = ""  # for "other": the module the receiver names through an import
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HookRegistration:
     """`x.register_forward_hook(fn)`: `fn` runs in the forward (or the backward) later."""
 
@@ -74,7 +74,7 @@ class HookRegistration:
     caller: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttributeWrite:
     """`R.attr = ...` (or `+=`, `del`, `R.attr[k] = ...`, `R.attr.append(...)`) on an object
     `R` other than the function's own `self`."""
@@ -90,7 +90,7 @@ class AttributeWrite:
     classes: frozenset[str] = frozenset()
 
 
-@dataclass
+@dataclass(slots=True)
 class FunctionSummary:
     qualname: str
     name: str
@@ -109,7 +109,7 @@ class FunctionSummary:
         return any(d.endswith(".setter") for d in self.decorators)
 
 
-@dataclass
+@dataclass(slots=True)
 class FileSummary:
     functions: dict[str, FunctionSummary] = field(default_factory=dict)
     classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # -> base names (last part)

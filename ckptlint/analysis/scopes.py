@@ -44,7 +44,7 @@ class BindingKind(TextEnum):
 ASSIGNED = (BindingKind.ASSIGN, BindingKind.WALRUS)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Binding:
     """One place where a name is bound."""
 
@@ -63,7 +63,7 @@ class Binding:
     unpacked: cst.BaseExpression | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Scope:
     kind: ScopeKind
     node: cst.CSTNode

@@ -391,7 +391,7 @@ def dominates(earlier: StatementPath, later: StatementPath) -> bool:
     return block == later_block and index < later_index
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Occurrence(Generic[N]):
     node: N
     scope: Scope
@@ -412,7 +412,7 @@ class WriteKind(TextEnum):
     METHOD = "method"  # `target.append(...)`, `target.add_(...)`
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Write:
     """A change of something: `target = ...`, `target += ...`, `target[k] = ...`, `target.m_()`."""
 
@@ -476,7 +476,7 @@ def expressions_in(node: cst.CSTNode) -> Iterator[cst.Name | cst.Attribute]:
     return iter(finder.found)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Condition:
     test: cst.BaseExpression
     owner: cst.CSTNode  # If / While / IfExp / Assert / BooleanOperation / CompIf
