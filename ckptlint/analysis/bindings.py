@@ -362,6 +362,20 @@ class ClassWriteCollector(Visitor):
                 self.add(name.evaluated_value, node, ChangeHow.REASSIGNED)
 
 
+def lines_holding(text: str, word: str) -> list[str]:
+    """The lines of `text` (split at `\\n`) that hold `word`, each once, in order."""
+    lines = []
+    start = text.find(word)
+    while start != -1:
+        begin = text.rfind("\n", 0, start) + 1
+        end = text.find("\n", start)
+        if end == -1:
+            end = len(text)
+        lines.append(text[begin:end])
+        start = text.find(word, end)
+    return lines
+
+
 class BindingModel:
     """Lazily built answers about changes of module globals and instance attributes."""
 
@@ -382,7 +396,7 @@ class BindingModel:
 
     def when(self, change: Change) -> When:
         """The phase a change outside the segment runs in (`ckptlint.analysis.phases`)."""
-        return self.phases.when(change.path.resolve(), change.where, change.row)
+        return self.phases.when(self.project.real_path(change.path), change.where, change.row)
 
     # -- modules -----------------------------------------------------------------------
     def module_writes(self, module: SourceModule) -> ModuleWriteCollector:
@@ -413,9 +427,10 @@ class BindingModel:
     def training_rows(self, path: Path) -> Callable[[int], bool] | None:
         """For a training script (a module whose own body calls `.backward()`): whether a
         module-level row lies between a forward and its `.backward()`."""
-        if ".backward" not in (self.project.source_text(path.resolve()) or ""):
+        path = self.project.real_path(path)
+        if ".backward" not in (self.project.source_text(path) or ""):
             return None
-        summary = self.phases.summary(path.resolve())
+        summary = self.phases.summary(path)
         body = summary.functions.get("") if summary is not None else None
         if body is None or not body.windows:
             return None
@@ -437,10 +452,11 @@ class BindingModel:
     def find_external_changes(self, module: SourceModule, name: str) -> list[Change]:
         short = module.name.rsplit(".", 1)[-1]
         quoted_name, quoted_short = re.escape(name), re.escape(short)
-        alias = re.compile(rf"^[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]+[^\n]*?\b{quoted_short}"
-                           rf"[ \t]+as[ \t]+(\w+)", re.M)
-        from_import = re.compile(rf"^[ \t]*from[ \t]+[\w.]*\b{quoted_short}[ \t]+import\b[^\n]*"
-                                 rf"\b{quoted_name}\b", re.M)
+        # Matched against the lines holding the module's short name only (`lines_holding`).
+        alias = re.compile(rf"[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]+[^\n]*?\b{quoted_short}"
+                           rf"[ \t]+as[ \t]+(\w+)")
+        from_import = re.compile(rf"[ \t]*from[ \t]+[\w.]*\b{quoted_short}[ \t]+import\b[^\n]*"
+                                 rf"\b{quoted_name}\b")
         change = (r"\s*(?:\[[^\]\n]*\]\s*)?"
                   r"(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\.\s*\w+\s*\()")
         direct = f"{short}.{name}"
@@ -451,14 +467,16 @@ class BindingModel:
             text = self.project.source_text(path)
             if not text or name not in text or short not in text:
                 continue
+            lines = lines_holding(text, short)
             candidate = ((direct in text and direct_write.search(text) is not None)
-                         or (from_import.search(text) is not None
+                         or (any(from_import.match(line) for line in lines)
                              and imported_change.search(text) is not None))
             if not candidate and " as " in text:
+                aliases = [match.group(1) for line in lines if (match := alias.match(line))]
                 candidate = any(
                     f"{other}.{name}" in text
                     and re.search(re.escape(f"{other}.{name}") + r"\b" + change, text)
-                    for other in alias.findall(text))
+                    for other in aliases)
             if not candidate:
                 continue
             other = self.project.module_at(path)

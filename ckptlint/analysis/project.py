@@ -103,6 +103,7 @@ class Project:
         # Facts about project files by content, for the whole-project questions (kept
         # between runs when the run uses the cache: the engine replaces it).
         self.summaries = SummaryStore()
+        self._real_paths: dict[Path, Path] = {}  # `real_path`'s answers
 
     def add_root_for(self, path: Path) -> None:
         folder = path.resolve().parent if path.is_symlink() else self._resolved(path.parent)
@@ -112,6 +113,14 @@ class Project:
         if root.name in ENVIRONMENT_FOLDERS:
             entry = (folder / path.name).relative_to(root).parts[0]
             self._linted_entries.setdefault(root, set()).add(entry)
+
+    def real_path(self, path: Path) -> Path:
+        """`path.resolve()`, remembered for the run (name resolution asks about the same
+        few hundred files thousands of times)."""
+        real = self._real_paths.get(path)
+        if real is None:
+            real = self._real_paths[path] = path.resolve()
+        return real
 
     def _resolved(self, folder: Path) -> Path:
         """`folder.resolve()`, remembered for each folder on the way up (one `lstat` each
@@ -139,7 +148,7 @@ class Project:
         that their relative imports reach the package's own modules. Otherwise (no such
         root, or namespace packages) the first root that holds the file names it.
         """
-        path = path.resolve()
+        path = self.real_path(path)
         is_package = path.name == "__init__.py"
         top = package_root(path, self._package_roots)
         names = list(self._dotted_names(path, is_package))
@@ -248,7 +257,7 @@ class Project:
 
     def module_at(self, path: Path) -> SourceModule | None:
         """The parsed module at `path` (None when it cannot be read or parsed)."""
-        path = path.resolve()
+        path = self.real_path(path)
         self.dependencies.record(path)
         if path not in self._by_path:
             from ckptlint.syntax.source import load_module
@@ -298,7 +307,7 @@ class Project:
         tenth of libcst's parse; its bindings kept in the summary store): resolving `torch.fx`
         needs `torch/__init__.py` parsed only when that file may itself define `fx`.
         """
-        path = path.resolve()
+        path = self.real_path(path)
         self.dependencies.record(path)
         module = self._by_path.get(path)
         if module is not None:
@@ -328,7 +337,7 @@ class Project:
         Answered without libcst, from the `ast` summary of its re-exports kept in the
         summary store (`ckptlint.analysis.reexports`), unless the module is parsed already.
         """
-        path = path.resolve()
+        path = self.real_path(path)
         found = self._summary(path, self._reexports, lambda path: self._read_fact(
             path, "reexports", reexports, plain_reexports, stored_reexports))
         if found is None or name not in found:
@@ -344,7 +353,7 @@ class Project:
         """The `ast` summary of the class the module at `path` binds as `name` at module
         level (`ckptlint.analysis.classes`), kept in the summary store; None when the module
         is parsed already (ask its tree) or the class is not summarised."""
-        found = self._summary(path.resolve(), self._classes, lambda path: self._read_fact(
+        found = self._summary(self.real_path(path), self._classes, lambda path: self._read_fact(
             path, "classes", module_classes, plain_classes, stored_classes))
         return found.get(name) if found is not None else None
 
@@ -353,7 +362,7 @@ class Project:
         binding and a value the resolver does not follow (`ckptlint.analysis.opaque`), from
         the summary store; None when the module is parsed already (ask its tree) or the name
         is not summarised."""
-        found = self._summary(path.resolve(), self._opaque, lambda path: self._read_fact(
+        found = self._summary(self.real_path(path), self._opaque, lambda path: self._read_fact(
             path, "opaque", opaque_values, plain_opaque, stored_opaque, with_text=True))
         return found.get(name) if found is not None else None
 

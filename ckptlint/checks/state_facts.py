@@ -61,7 +61,7 @@ def in_segment(segment: Segment, change: Change) -> bool:
     """Whether the change is made by a function of the segment."""
     where = function_key(change.where)
     path = change.path.resolve()
-    return any(reached.function.qualname == where and reached.module.path.resolve() == path
+    return any(reached.function.qualname == where and reached.module.path == path  # resolved
                for reached in segment.functions)
 
 
