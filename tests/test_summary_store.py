@@ -77,8 +77,10 @@ def test_a_stored_fact_of_the_wrong_shape_is_a_miss(phases_project: Path) -> Non
     findings(["."])
     store = phases_project.parent / "cache" / STORE
     entries = sorted(store.glob("*.json"))
-    assert entries
-    wrong_values = [None, 1, "x", [], {}, [[1]], {"f": [1, 2]}, True]
+    assert "files.json" in {entry.name for entry in entries}
+    # Of the wrong shape for every fact (None, [] or {} may be a fact: a file CPython does
+    # not parse, one that calls nothing); `files.json`, the facts by path, among the entries.
+    wrong_values = [1, "x", [[1]], {"f": [1, 2]}, True, [1, 2, 3, 4, 5]]
     for index, entry in enumerate(entries):
         data = json.loads(entry.read_text())
         name = sorted(data)[index % len(data)]
@@ -158,3 +160,79 @@ def test_the_names_hook_registrations_take_are_those_a_search_per_name_finds() -
         for name in set(re.findall(r"\w+", text)):
             search = re.compile(rf"register_\w*hook\w*\s*\([^)]*\b{re.escape(name)}\b")
             assert (name in words) == (search.search(text) is not None), name
+
+
+def test_facts_by_path_are_answered_without_reading_an_unchanged_file(tmp_path: Path) -> None:
+    """The facts asked of every project file are kept with the file's stat signature: an
+    unchanged file is not read again, an edited one is, and a text read before the file
+    changed is not stored under the new signature."""
+    from ckptlint.analysis.phases import called_names, name_set, sorted_names
+    from ckptlint.storage.file_signature import signature
+
+    path = tmp_path / "m.py"
+    path.write_text("def f():\n    g()\n")
+    reads: list[Path] = []
+
+    def read(text_path: Path = path) -> tuple[str, tuple[int, int, int, int]]:
+        reads.append(text_path)
+        info = text_path.stat()
+        return text_path.read_text(), signature(info)
+
+    def calls(store: SummaryStore, reader=read) -> set[str] | None:
+        return store.path_fact(path, "calls", reader, called_names, sorted_names, name_set)
+
+    first = SummaryStore(tmp_path / "store")
+    assert calls(first) == {"g"}
+    first.flush()
+    assert (tmp_path / "store" / "files.json").is_file()
+    assert calls(SummaryStore(tmp_path / "store")) == {"g"}
+    assert reads == [path]  # answered from `files.json`
+    path.write_text("def f():\n    h()\n")
+    assert calls(SummaryStore(tmp_path / "store")) == {"h"}
+    assert len(reads) == 2
+
+    stale = ("def f():\n    old()\n", (1, 2, 3, 4))  # read when the file was another
+    late = SummaryStore(tmp_path / "store")
+    assert late.path_fact(path, "calls", lambda: stale, called_names, sorted_names,
+                          name_set) == {"old"}
+    late.flush()
+    assert calls(SummaryStore(tmp_path / "store")) == {"h"}  # not kept: computed again
+    assert len(reads) == 3
+
+
+def test_who_calls_a_name_comes_from_the_stored_index_and_sees_an_edit(tmp_path: Path) -> None:
+    """Once a run has stored every file's called names, the next one answers who calls a
+    name from them (reading no unchanged file), and an edited file's calls are its new ones."""
+    from ckptlint.analysis.phases import DIRECT_LOOKUPS, PhaseFinder
+
+    files = []
+    for number in range(12):
+        path = tmp_path / f"m{number}.py"
+        path.write_text(f"def f{number}():\n    helper_{number % 3}()\n")
+        files.append(path)
+    reads: list[Path] = []
+
+    def finder() -> PhaseFinder:
+        def text(path: Path) -> str:
+            reads.append(path)
+            return path.read_text()
+
+        def signed(path: Path):
+            from ckptlint.storage.file_signature import signature
+
+            info = path.stat()
+            return text(path), signature(info)
+        return PhaseFinder(lambda: files, text, lambda path: path.stem,
+                           SummaryStore(tmp_path / "store"), signed)
+
+    first = finder()
+    for name in [f"unused_{n}" for n in range(DIRECT_LOOKUPS)]:
+        first.files_calling(name)
+    assert first.files_calling("helper_1") == [files[1], files[4], files[7], files[10]]
+    first.store.flush()
+    reads.clear()
+    files[2].write_text("def f2():\n    helper_1()\n")
+    second = finder()
+    assert second.files_calling("helper_1") == [files[1], files[2], files[4], files[7],
+                                                files[10]]
+    assert reads == [files[2]]  # the edited file only

@@ -1,5 +1,6 @@
 """The text scans run on every file of a project (the prefilter's star-import test, the
-`from ... import` names, the class-base and decorator index): what they find, including
+`from ... import` names, the class-base and decorator index, writes on elements): what they
+find, including
 the word-boundary and start-of-line rules they check by hand rather than with a regex
 look-behind or `^` anchor (those made the engine try every position, 25 times slower)."""
 from __future__ import annotations
@@ -38,3 +39,64 @@ def test_class_statements_and_decorators_count_only_at_the_start_of_a_line() -> 
             "\t@last\n")
     assert class_bases(text) == [["A", "B"], ["A", "C"], ["Inner", "D"]]
     assert decorator_names(text) == ["ckpt", "wrap", "last"]
+
+
+def written_on_an_element(text: str, attr: str) -> bool:
+    """`element_write`'s definition as one expression per step (what it answered before it
+    read the receiver backwards): a write of `.attr` after `]`, or after a name that a
+    `for` on the same line, before its `:`, names before an `in`."""
+    import re
+
+    from ckptlint.analysis.phases import ASSIGN_OPERATOR
+
+    pattern = re.compile(rf"(?:\]|\b(\w+))[ \t]*\.{re.escape(attr)}(?:[ \t]*"
+                         rf"(?:\[[^\]\n]*\][ \t]*)?{ASSIGN_OPERATOR}|\.\w+)")
+    for match in pattern.finditer(text):
+        receiver = match.group(1)
+        if receiver is None or re.search(
+                rf"\bfor\b[^\n:]*\b{re.escape(receiver)}\b[^\n:]*\bin\b", text):
+            return True
+    return False
+
+
+ELEMENT_WRITES = [
+    "blocks[0].gate = 1\n",
+    "blocks[i] .gate += 1\n",
+    "for b in blocks:\n    b.gate = 2\n",
+    "for i, b in enumerate(blocks): b.gate.add_(1)\n",
+    "[b.gate.zero_() for b in blocks]\n",
+    "for x in xs:\n    pass\nb.gate = 1\n",  # `b` bound by no `for`
+    "get().gate = 1\n",  # no receiver before the dot
+    "'s'.gate = 1\n",
+    "b.gate == 1\n",  # a comparison
+    "b.gate\nfor y in b: pass\n",  # read, not written
+    "b.gate[0] = 1\nfor q in range(3): b\n",  # `b` after the `in`, not before it
+    "ab.gate = 1\nfor b in blocks: pass\n",  # `ab` is not `b`
+    "a.gate.gate = 1\nfor a in s: pass\n",
+    ").gate.gate = 1\nfor gate in s: pass\n",  # the receiver is the first `gate`
+    "x = 1\n",
+    "über.gate = 1\nfor über in s: pass\n",
+]
+
+
+def test_a_write_on_an_element_is_found_as_its_one_expression_definition_finds_it() -> None:
+    from pathlib import Path
+
+    from ckptlint.analysis.phases import (
+        element_write,
+        element_write_pattern,
+        for_clauses,
+        written_attribute_names,
+    )
+
+    for text in ELEMENT_WRITES:
+        assert element_write(text, element_write_pattern("gate"), for_clauses(text)) \
+            == written_on_an_element(text, "gate"), text
+    assert sum(written_on_an_element(text, "gate") for text in ELEMENT_WRITES) == 8
+    root = Path(__file__).parent
+    for path in sorted([*root.rglob("*.py"), *(root.parent / "ckptlint").rglob("*.py")]):
+        text = path.read_text(encoding="utf-8")
+        clauses = for_clauses(text)
+        for attr in sorted(written_attribute_names(text)):
+            assert element_write(text, element_write_pattern(attr), clauses) \
+                == written_on_an_element(text, attr), (path, attr)

@@ -392,7 +392,7 @@ class BindingModel:
         # Handed on to the next model when parsed modules are dropped (`Analysis.renewed`):
         # nothing in it may lead back to this one, which holds libcst trees.
         self.phases = PhaseFinder(project.source_files, project.source_text,
-                                  project.dotted_name, project.summaries)
+                                  project.dotted_name, project.summaries, project.signed_text)
 
     def when(self, change: Change) -> When:
         """The phase a change outside the segment runs in (`ckptlint.analysis.phases`)."""

@@ -45,7 +45,7 @@ from ckptlint.analysis.callgraph import (
     summary_to_plain,
 )
 from ckptlint.analysis.segment import CONTAINER_MUTATORS, is_mutator
-from ckptlint.analysis.summary_store import SummaryStore
+from ckptlint.analysis.summary_store import SignedText, SummaryStore
 from ckptlint.enums import TextEnum
 from ckptlint.storage.plain_data import want_strs
 
@@ -208,23 +208,46 @@ def stored_summary(data: object) -> FileSummary | None:
 
 
 def element_write_pattern(attr: str) -> re.Pattern[str]:
-    """`X[k].attr` (group 1 empty) or `name.attr` (group 1: the name) written or mutated."""
+    """`.attr` written or mutated (`element_write` reads what stands before it)."""
     name = re.escape(attr)
-    return re.compile(rf"(?:\]|\b(\w+))[ \t]*\.{name}(?:[ \t]*(?:\[[^\]\n]*\][ \t]*)?"
-                      rf"{ASSIGN_OPERATOR}|\.\w+)")
+    return re.compile(rf"\.{name}(?:[ \t]*(?:\[[^\]\n]*\][ \t]*)?{ASSIGN_OPERATOR}|\.\w+)")
 
 
-def element_write(text: str, pattern: re.Pattern[str]) -> bool:
+# A `for` and the rest of its line up to a `:` (the names it binds, what it iterates).
+FOR_CLAUSE = re.compile(r"\bfor\b([^\n:]*)")
+WORD_CHARACTER = re.compile(r"\w")
+
+
+def for_clauses(text: str) -> list[str]:
+    return FOR_CLAUSE.findall(text)
+
+
+def element_write(text: str, pattern: re.Pattern[str], clauses: list[str]) -> bool:
     """Whether the text may write the attribute on an element of a collection: after a
-    subscript, or on a name some `for` binds."""
+    subscript (`X[k].attr`), or on a name some `for` binds (a `for` clause, `clauses`, naming
+    it before an `in`). The pattern finds `.attr`; the receiver before it is read backwards
+    (one expression starting with the receiver cannot skip ahead to `.attr`: it was tried at
+    every position of every file writing the attribute)."""
     looked_up: set[str] = set()  # receivers no `for` binds
-    for match in pattern.finditer(text):
-        receiver = match.group(1)
-        if receiver is None:
+    position = 0
+    while (match := pattern.search(text, position)) is not None:
+        end = match.start()
+        while end and text[end - 1] in " \t":
+            end -= 1
+        if end and text[end - 1] == "]":
             return True
+        begin = end
+        while begin and WORD_CHARACTER.match(text[begin - 1]):
+            begin -= 1
+        if begin == end:  # no receiver: a call's result, a string
+            position = match.start() + 1
+            continue
+        position = match.end()
+        receiver = text[begin:end]
         if receiver in looked_up:
             continue
-        if re.search(rf"\bfor\b[^\n:]*\b{re.escape(receiver)}\b[^\n:]*\bin\b", text):
+        bound = re.compile(rf"\b{re.escape(receiver)}\b[^\n:]*\bin\b")
+        if any(receiver in clause and bound.search(clause) for clause in clauses):
             return True
         looked_up.add(receiver)
     return False
@@ -235,22 +258,28 @@ class PhaseFinder:
 
     `files` lists the project's files, `text` reads one (None when it cannot), and
     `module_name` gives a file's dotted module name; `store` keeps the files' summaries and
-    text facts by content (between runs when it has a folder). Everything is kept for the run.
+    text facts by content (between runs when it has a folder), and the facts asked of every
+    file by path, when `signed_text` tells the file's stat signature as it was read
+    (`SummaryStore.path_fact`). Everything is kept for the run.
     """
 
     def __init__(self, files: Callable[[], list[Path]], text: Callable[[Path], str | None],
-                 module_name: Callable[[Path], str], store: SummaryStore | None = None) -> None:
+                 module_name: Callable[[Path], str], store: SummaryStore | None = None,
+                 signed_text: Callable[[Path], SignedText] | None = None) -> None:
         self.files = files
         self.text = text
+        self.signed_text = signed_text or (lambda path: (text(path), None))
         self.module_name = module_name
         self.store = store if store is not None else SummaryStore()
         self._summaries: dict[Path, FileSummary | None] = {}
         self._calling: dict[str, list[Path]] | None = None
+        self._index_stored: bool | None = None  # the store holds every file's called names
         self._direct: dict[str, list[Path]] = {}
         self._functions: dict[tuple[Path, str], When | None] = {}
         self._writes: dict[tuple[str, frozenset[str]], list[tuple[Path, AttributeWrite]]] = {}
         self._written: dict[str, list[Path]] | None = None
         self._element_writes: dict[tuple[Path, str], bool] = {}
+        self._for_clauses: dict[Path, list[str]] = {}
         self._hook_words: dict[Path, frozenset[str]] = {}
 
     def summary(self, path: Path) -> FileSummary | None:
@@ -261,15 +290,24 @@ class PhaseFinder:
                 if text is not None else None)
         return self._summaries[path]
 
+    def text_fact(self, path: Path, name: str,
+                  names: Callable[[str], set[str]]) -> set[str] | None:
+        """A set of names found in a file's text, kept by path in the store."""
+        return self.store.path_fact(path, name, lambda: self.signed_text(path), names,
+                                    sorted_names, name_set)
+
     def files_calling(self, name: str) -> list[Path]:
         """Project files whose text may call `name` or pass it as an argument.
 
         The first few names are looked up directly (a substring test, then one expression on
         the files that hold the name: cheap where little is asked, as in torch's own tree);
-        past `DIRECT_LOOKUPS` names, one index of every file's called names (from the store)
-        answers them all. Both give the same files."""
-        if self._calling is None and (name in self._direct
-                                      or len(self._direct) < DIRECT_LOOKUPS):
+        past `DIRECT_LOOKUPS` names, or from the first when the store holds every file's
+        called names already (an earlier run made them), one index of every file's called
+        names answers them all. Both give the same files."""
+        if self._calling is None and self._index_stored is None:
+            self._index_stored = self.store.holds_path_facts("calls", self.files())
+        if self._calling is None and not self._index_stored and (
+                name in self._direct or len(self._direct) < DIRECT_LOOKUPS):
             if name not in self._direct:
                 use = re.compile(rf"\b(?<!def ){re.escape(name)}\s*+\(|[(,=]\s*+(?:\w++\.)?"
                                  rf"{re.escape(name)}\s*[,)]")
@@ -280,11 +318,8 @@ class PhaseFinder:
         if self._calling is None:
             index: dict[str, list[Path]] = {}
             for path in self.files():
-                text = self.text(path)
-                if text:
-                    for called in self.store.fact(text, "calls", called_names, sorted_names,
-                                                  name_set):
-                        index.setdefault(called, []).append(path)
+                for called in self.text_fact(path, "calls", called_names) or ():
+                    index.setdefault(called, []).append(path)
             self._calling = index
         return self._calling.get(name, [])
 
@@ -496,7 +531,10 @@ class PhaseFinder:
         asked about."""
         key = (path, attr)
         if key not in self._element_writes:
-            self._element_writes[key] = element_write(text, element_write_pattern(attr))
+            if path not in self._for_clauses:
+                self._for_clauses[path] = for_clauses(text)
+            self._element_writes[key] = element_write(text, element_write_pattern(attr),
+                                                      self._for_clauses[path])
         return self._element_writes[key]
 
     def written_attributes(self) -> dict[str, list[Path]]:
@@ -505,10 +543,7 @@ class PhaseFinder:
         if self._written is None:
             index: dict[str, list[Path]] = {}
             for path in self.files():
-                text = self.text(path)
-                if text:
-                    for attr in self.store.fact(text, "written", written_attribute_names,
-                                                sorted_names, name_set):
-                        index.setdefault(attr, []).append(path)
+                for attr in self.text_fact(path, "written", written_attribute_names) or ():
+                    index.setdefault(attr, []).append(path)
             self._written = index
         return self._written

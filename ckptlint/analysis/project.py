@@ -23,7 +23,8 @@ from ckptlint.analysis.reexports import (
     reexports,
     stored_reexports,
 )
-from ckptlint.analysis.summary_store import SummaryStore
+from ckptlint.analysis.summary_store import SignedText, SummaryStore
+from ckptlint.storage.file_signature import Signature, signature
 from ckptlint.storage.plain_data import (
     ShapeError,
     want_dict,
@@ -32,7 +33,14 @@ from ckptlint.storage.plain_data import (
     want_str,
     want_strs,
 )
-from ckptlint.syntax.reading import Limits, SourceError, statement_starts
+from ckptlint.syntax.reading import (
+    Limits,
+    SourceError,
+    check_nodes,
+    decode_source,
+    read_bytes,
+    statement_starts,
+)
 
 if TYPE_CHECKING:  # ckptlint.syntax.source imports libcst: only when a module is parsed
     import ast
@@ -97,6 +105,7 @@ class Project:
         # (a `str` holding one character past Latin-1 takes 2 or 4 bytes for each: most of
         # the texts' memory) and decoded when asked for.
         self._texts: dict[Path, str | bytes | None] = {}
+        self._text_signatures: dict[Path, Signature] = {}  # each file's when its text was read
         # Every path looked at to resolve names, found or not, is recorded here (the engine
         # keeps a recording per linted file: the cache's dependencies).
         self.dependencies = DependencyRecorder()
@@ -104,6 +113,7 @@ class Project:
         # between runs when the run uses the cache: the engine replaces it).
         self.summaries = SummaryStore()
         self._real_paths: dict[Path, Path] = {}  # `real_path`'s answers
+        self._within_node_limit: set[tuple[Path, int]] = set()  # see `read_module_text`
 
     def add_root_for(self, path: Path) -> None:
         folder = path.resolve().parent if path.is_symlink() else self._resolved(path.parent)
@@ -245,15 +255,29 @@ class Project:
         read once per run."""
         if path not in self._texts:
             try:
-                if path.stat().st_size > MAX_SCANNED_TEXT:
+                info = path.stat()
+                if info.st_size > MAX_SCANNED_TEXT:
                     self._texts[path] = None
                 else:
                     text = path.read_text(encoding="utf-8", errors="replace")
                     self._texts[path] = text if text.isascii() else text.encode("utf-8")
+                    self._text_signatures[path] = signature(info)
             except OSError:
                 self._texts[path] = None
         kept = self._texts[path]
         return kept.decode("utf-8") if isinstance(kept, bytes) else kept
+
+    def signed_text(self, path: Path) -> SignedText:
+        """`source_text`, and the file's stat signature taken before it was read: for facts
+        the summary store keeps by path (`SummaryStore.path_fact`)."""
+        text = self.source_text(path)
+        return text, self._text_signatures.get(path)
+
+    def text_fact(self, path: Path, name: str, compute: Callable[[str], T],
+                  to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T | None:
+        """A fact about a project file's text, through the summary store's facts by path."""
+        return self.summaries.path_fact(path, name, lambda: self.signed_text(path), compute,
+                                        to_plain, from_plain)
 
     def module_at(self, path: Path) -> SourceModule | None:
         """The parsed module at `path` (None when it cannot be read or parsed)."""
@@ -264,7 +288,7 @@ class Project:
 
             name, is_package = self.module_name(path)
             try:
-                text = self.limits.read_text(path)
+                text = self.read_module_text(path)
                 self._by_path[path] = load_module(path, self.display_name(path), name,
                                                   is_package, text,
                                                   statement_starts(self._ast_of(path, text)))
@@ -317,7 +341,7 @@ class Project:
             own = ({name for _, name in self._dotted_names(path, is_package)} if is_package
                    else set())
             try:
-                text = self.limits.read_text(path)
+                text = self.read_module_text(path)
                 found = self.summaries.fact(
                     text, "module_bindings",
                     lambda text: module_bindings(self._ast_of(path, text), text),
@@ -383,7 +407,7 @@ class Project:
         """A fact about the module at `path` made from its `ast` (and, `with_text`, its
         text; None when it cannot be read or parsed), through the summary store."""
         try:
-            text = self.limits.read_text(path)
+            text = self.read_module_text(path)
             return self.summaries.fact(
                 text, name,
                 lambda text: (summarise(self._ast_of(path, text), text) if with_text
@@ -391,6 +415,18 @@ class Project:
                 to_plain, from_plain)
         except (OSError, SourceError, RecursionError):
             return None
+
+    def read_module_text(self, path: Path) -> str:
+        """The text of a module read to follow a call, or a SourceError: unreadable,
+        undecodable, or over a limit (`limits`). A text once found within the node limit is
+        not counted again in the run (a module is read for its bindings, re-exports,
+        classes, values and tree in turn)."""
+        text = decode_source(read_bytes(path, self.limits.file_size))
+        key = (path, hash(text))
+        if key not in self._within_node_limit:
+            check_nodes(text, self.limits.nodes)
+            self._within_node_limit.add(key)
+        return text
 
     def _ast_of(self, path: Path, text: str) -> ast.Module:
         """CPython's parse of the module at `path`, whose text is `text` (`SourceError` when

@@ -8,8 +8,18 @@ a pure function of the file's text, so it is stored under a digest of that text 
 ckptlint version): an edit changes the digest, and only the edited file's facts are made
 again. Invalidation is exact by construction; nothing is keyed by path or time.
 
+The facts asked of every project file (`path_fact`: the names a file calls, the attributes
+it writes on other objects, its class bases and decorators, its possible hand-written
+checkpoint classes) are small, and a run asks them of thousands of files: reading each text
+and digesting it, then one entry file per text, was most of what re-linting one edited file
+cost. They are kept by path instead, in one file, with the stat signature the file had
+when its text was read (`ckptlint.storage.file_signature`, what the result cache trusts
+too): while a file keeps that signature, its facts are answered without reading it; any
+write to it changes the signature, and its facts are made again from its text.
+
 On disk (when the run uses the cache): one JSON file per text, `<digest>.json`, in
-`summaries-<FORMAT>/` inside the cache folder, holding `{fact name: plain value}`. The
+`summaries-<FORMAT>/` inside the cache folder, holding `{fact name: plain value}`, and
+`files.json` there, `{path: [size, mtime, ctime, inode, {fact name: plain value}]}`. The
 folder may sit inside the linted tree, so it is treated like the result cache
 (docs/security.md): plain data read with `read_json` (no link followed, size capped),
 every fact checked field by field when read, a wrong shape is a miss that is computed again
@@ -27,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ckptlint import __version__
+from ckptlint.storage.file_signature import Signature, signature
 from ckptlint.storage.markers import write_markers
 from ckptlint.storage.plain_data import ShapeError, read_json, want_dict, write_json
 
@@ -34,6 +45,10 @@ T = TypeVar("T")
 
 FORMAT = 1
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
+BY_PATH = "files.json"  # the facts asked of every project file, by path (`path_fact`)
+
+# A file's text (None when it cannot be read) and its stat signature when it was read.
+SignedText = tuple[str | None, Signature | None]
 
 
 def text_digest(text: str) -> str:
@@ -51,6 +66,10 @@ class SummaryStore:
         # text -> its digest, for the run: each text is asked for several facts (the texts
         # are the project's, held for the run anyway).
         self._digests: dict[str, str] = {}
+        # path -> [size, mtime, ctime, inode, {fact name: plain value}], read when first asked
+        # and dropped at each flush (the callers keep what they asked for).
+        self._by_path: dict[str, Any] | None = None
+        self._by_path_changed: set[str] = set()
 
     @classmethod
     def in_cache(cls, cache_folder: Path, chosen: bool) -> SummaryStore:
@@ -79,6 +98,77 @@ class SummaryStore:
         self._changed.add(digest)
         return value
 
+    def path_fact(self, path: Path, name: str, read: Callable[[], SignedText],
+                  compute: Callable[[str], T], to_plain: Callable[[T], Any],
+                  from_plain: Callable[[Any], T]) -> T | None:
+        """A fact about the text of the file at `path` (None when it has none), answered
+        without reading it while it keeps the stat signature it had when the fact was made.
+        `read` gives the text and the file's signature when it was read (stat first): a
+        fact is kept only when the file still has that signature."""
+        if self.folder is None:
+            text, _ = read()
+            return compute(text) if text else None
+        key = str(path)
+        try:
+            now = list(signature(os.stat(path)))
+        except OSError:
+            now = None
+        record = self._path_record(key, now)
+        if record is not None and name in record[4]:
+            try:
+                return from_plain(record[4][name])
+            except (ShapeError, ValueError, TypeError):
+                pass  # planted or from an older layout: a miss
+        text, read_as = read()
+        if not text:
+            return None
+        value = compute(text)
+        if now is not None and read_as is not None and list(read_as) == now:
+            if record is None:
+                assert self._by_path is not None
+                record = self._by_path[key] = [*now, {}]
+            record[4][name] = to_plain(value)
+            self._by_path_changed.add(key)
+        return value
+
+    def holds_path_facts(self, name: str, paths: list[Path]) -> bool:
+        """Whether `path_fact` answers `name` for nearly all of `paths` (all but a tenth)
+        without reading them (a stat each): then a whole-project index of that fact costs
+        little more than making it for the few files edited since."""
+        if self.folder is None:
+            return False
+        allowed = len(paths) // 10
+        for path in paths:
+            try:
+                now: list[int] | None = list(signature(os.stat(path)))
+            except OSError:
+                now = None
+            record = self._path_record(str(path), now)
+            if record is None or name not in record[4]:
+                allowed -= 1
+                if allowed < 0:
+                    return False
+        return True
+
+    def _path_record(self, key: str, now: list[int] | None) -> list[Any] | None:
+        """The stored record of the file `key` when its signature is `now` (a different one
+        is dropped: the file changed)."""
+        if self._by_path is None:
+            self._by_path = self._read_by_path()
+        record = self._by_path.get(key)
+        if record is None:
+            return None
+        if (now is None or type(record) is not list or len(record) != 5
+                or record[:4] != now or type(record[4]) is not dict):
+            del self._by_path[key]
+            return None
+        return record
+
+    def _read_by_path(self) -> dict[str, Any]:
+        stored = (read_json(self.folder / BY_PATH, MAX_ENTRY_BYTES)
+                  if self.folder is not None else None)
+        return dict(stored) if type(stored) is dict else {}
+
     def _entry(self, digest: str) -> dict[str, Any]:
         entry = self._entries.get(digest)
         if entry is None:
@@ -94,19 +184,39 @@ class SummaryStore:
     def flush(self) -> None:
         """Write the entries that gained facts, and forget the entries read (the callers keep
         the facts they asked for); nothing may fail a run: errors are ignored."""
-        if self.folder is None or not self._changed:
-            self._entries.clear()
-            self._changed.clear()
-            return
-        try:
-            cache_folder = self.folder.parent
-            if not cache_folder.is_dir():
-                cache_folder.mkdir(parents=True)
-                write_markers(cache_folder)
-            self.folder.mkdir(exist_ok=True)
-            for digest in sorted(self._changed):
-                write_json(self.folder / f"{digest}.json", self._entries[digest], durable=False)
-        except (OSError, ValueError):  # read-only tree, full disk: the next run computes again
-            pass
+        if self.folder is not None and (self._changed or self._by_path_changed):
+            try:
+                cache_folder = self.folder.parent
+                if not cache_folder.is_dir():
+                    cache_folder.mkdir(parents=True)
+                    write_markers(cache_folder)
+                self.folder.mkdir(exist_ok=True)
+                for digest in sorted(self._changed):
+                    write_json(self.folder / f"{digest}.json", self._entries[digest],
+                               durable=False)
+                if self._by_path_changed:
+                    write_json(self.folder / BY_PATH, self._merged_by_path(), durable=False)
+            except (OSError, ValueError):  # read-only tree, full disk: the next run computes
+                pass
         self._entries.clear()
         self._changed.clear()
+        self._by_path = None
+        self._by_path_changed.clear()
+
+    def _merged_by_path(self) -> dict[str, Any]:
+        """What is stored by path now (another process may have written since this one
+        read it), with this process's new records, less the records of files that are gone
+        or changed since."""
+        assert self._by_path is not None
+        merged = self._read_by_path()
+        merged.update((key, self._by_path[key]) for key in self._by_path_changed
+                      if key in self._by_path)
+        kept: dict[str, Any] = {}
+        for key, record in merged.items():
+            try:
+                now = list(signature(os.stat(key)))
+            except (OSError, ValueError):
+                continue
+            if type(record) is list and len(record) == 5 and record[:4] == now:
+                kept[key] = record
+        return kept

@@ -5,7 +5,8 @@ A text scan of every project file (`Project.source_files`), once per run, when t
 first asks: `class Sub(pkg.Base, Mixin):` lists the file under `Base` and `Mixin`, a line
 `@ckpt` (or `@utils.ckpt`) under `ckpt`. It only narrows down which files to parse: a name
 here is not yet the class or the function asked about, the resolver checks that on the
-parsed file.
+parsed file. Each file's scan results are kept by path in the summary store
+(`SummaryStore.path_fact`): an unchanged file is not read again on the next run.
 
 `hand_rolled_classes` is asked by the screens too (a file calling `.apply` on a class another
 file defines), so the index is one per project (`text_index`), shared by them and the
@@ -48,14 +49,11 @@ class TextIndex:
         if self._built:
             return
         self._built = True
-        store = self.project.summaries
+        fact = self.project.text_fact
         for path in self.project.source_files():
-            text = self.project.source_text(path)
-            if not text:
-                continue
-            for subclass, base in store.fact(text, "bases", class_bases, list, stored_pairs):
+            for subclass, base in fact(path, "bases", class_bases, list, stored_pairs) or ():
                 self._subclasses.setdefault(base, set()).add((path, subclass))
-            for name in store.fact(text, "decorators", decorator_names, list, stored_names):
+            for name in fact(path, "decorators", decorator_names, list, stored_names) or ():
                 self._decorated.setdefault(name, set()).add(path)
 
     def subclass_files(self, name: str, defining: re.Pattern[str]) -> list[Path]:
@@ -108,13 +106,10 @@ class TextIndex:
         A whole-project fact: the screens pass a file that calls `.apply` on one of these
         names, and `sites.py` follows `.apply` into another file only for these names."""
         if self._hand_rolled is None:
-            store = self.project.summaries
             names: set[str] = set()
             for path in self.project.source_files():
-                text = self.project.source_text(path)
-                if text:
-                    names.update(store.fact(text, "hand_rolled", hand_rolled_names, list,
-                                            stored_class_names))
+                names.update(self.project.text_fact(path, "hand_rolled", hand_rolled_names,
+                                                    list, stored_class_names) or ())
             pending = list(names)
             if pending:
                 self.build()

@@ -47,6 +47,7 @@ from ckptlint.analysis.project import MAX_PROJECT_FILES, SKIPPED_DIRS
 from ckptlint.analysis.setup import default_place_configs
 from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.findings import Finding, SiteRecord
+from ckptlint.storage.file_signature import Signature, signature
 from ckptlint.storage.markers import write_markers
 from ckptlint.storage.plain_data import (
     ShapeError,
@@ -64,7 +65,6 @@ FORMAT = 5  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings wi
 # absent dependency stored on its own, no folder stamps
 FOLDER_STAMP = "folder "  # prefix of a dependency's stored value that stamps a folder
 
-Signature = tuple[int, int, int, int]
 CacheKey = tuple[Signature, str]  # (stat signature, digest): what a file is cached under
 
 
@@ -79,10 +79,6 @@ def cache_location(config) -> tuple[Path, bool]:
     if config.cache_dir is not None:
         return Path(config.cache_dir), config.named_on_command_line
     return Path(config.root) / DEFAULT_DIR_NAME, False
-
-
-def signature(info: os.stat_result) -> Signature:
-    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
 
 def digest(data: bytes) -> str:

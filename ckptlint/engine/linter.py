@@ -399,7 +399,7 @@ def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -
         return Examined(error_result(display, str(error)))
     key = None
     if cache is not None and info is not None:
-        from ckptlint.engine.cache import signature
+        from ckptlint.storage.file_signature import signature
 
         file_digest, entry = cache.lookup_bytes(display, path, info, data)
         key = (signature(info), file_digest)

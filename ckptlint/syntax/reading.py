@@ -105,12 +105,6 @@ class Limits:
     file_size: int = 0
     nodes: int = 0
 
-    def read_text(self, path: Path) -> str:
-        """The file's text, or a SourceError: unreadable, undecodable, or over a limit."""
-        text = decode_source(read_bytes(path, self.file_size))
-        check_nodes(text, self.nodes)
-        return text
-
 
 def decode_source(data: bytes) -> str:
     """Decode bytes as Python does: BOM, coding cookie, else UTF-8."""
