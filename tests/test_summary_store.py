@@ -236,3 +236,36 @@ def test_who_calls_a_name_comes_from_the_stored_index_and_sees_an_edit(tmp_path:
     assert second.files_calling("helper_1") == [files[1], files[2], files[4], files[7],
                                                 files[10]]
     assert reads == [files[2]]  # the edited file only
+
+
+def test_facts_by_path_from_two_processes_are_merged_and_gone_files_dropped(
+        tmp_path: Path) -> None:
+    """Workers write `files.json` in turn: each write keeps what another wrote since it
+    read the file, and drops the records of files deleted or changed since."""
+    from ckptlint.analysis.phases import called_names, name_set, sorted_names
+    from ckptlint.storage.file_signature import signature
+
+    paths = [tmp_path / f"m{number}.py" for number in range(3)]
+    for number, path in enumerate(paths):
+        path.write_text(f"f{number}()\n")
+
+    def calls(store: SummaryStore, path: Path) -> set[str] | None:
+        def read() -> tuple[str, tuple[int, int, int, int]]:
+            info = path.stat()
+            return path.read_text(), signature(info)
+        return store.path_fact(path, "calls", read, called_names, sorted_names, name_set)
+
+    one, two = SummaryStore(tmp_path / "store"), SummaryStore(tmp_path / "store")
+    calls(one, paths[0])
+    calls(two, paths[1])  # read before `one` writes
+    one.flush()
+    two.flush()
+    stored = json.loads((tmp_path / "store" / "files.json").read_text())
+    assert sorted(stored) == [str(paths[0]), str(paths[1])]
+    paths[0].unlink()
+    paths[1].write_text("g()\n")
+    three = SummaryStore(tmp_path / "store")
+    calls(three, paths[2])
+    three.flush()
+    stored = json.loads((tmp_path / "store" / "files.json").read_text())
+    assert sorted(stored) == [str(paths[2])]
