@@ -6,7 +6,7 @@ from every project file: names it calls, attributes it writes, its class stateme
 decorators (text scans), and its `ast` summary (`ckptlint.analysis.callgraph`). Each fact is
 a pure function of the file's text, so it is stored under a digest of that text (and of the
 ckptlint version): an edit changes the digest, and only the edited file's facts are made
-again. Invalidation is exact by construction; nothing is keyed by path or time.
+again. Invalidation is exact by construction: these facts are not keyed by path or time.
 
 The facts asked of every project file (`path_fact`: the names a file calls, the attributes
 it writes on other objects, its class bases and decorators, its possible hand-written
