@@ -100,3 +100,30 @@ def test_a_write_on_an_element_is_found_as_its_one_expression_definition_finds_i
         for attr in sorted(written_attribute_names(text)):
             assert element_write(text, element_write_pattern(attr), clauses) \
                 == written_on_an_element(text, attr), (path, attr)
+
+
+CALLS = [
+    "f(x)\n", "f (x)\n", "f\n(x)\n", "def f(x): pass\n", "async def f(x): pass\n",
+    "undef f(x)\n",  # `def ` just before the word, as the one expression saw it
+    "def  f(x): pass\n",  # two spaces: not `def ` before the word
+    "obj.method(x)\n", "x = y[0](z)\n", "über(1)\n", "a(b(c(d)))\n", "print('f(')\n",
+    "_private_(1)\n", "f2(1) + 3g(2)\n",
+]
+
+
+def test_called_names_are_the_names_the_one_expression_definition_finds() -> None:
+    """`called_names` searches the reversed text (a pattern starting with `(`): the same
+    names as `\\b(?<!def )(\\w++)\\s*+\\(` over the text, on shapes and on every fixture."""
+    import re
+    from pathlib import Path
+
+    from ckptlint.analysis.phases import PASSED_NAME, called_names
+
+    called = re.compile(r"\b(?<!def )(\w++)\s*+\(")
+    root = Path(__file__).parent
+    texts = [*CALLS, *(path.read_text(encoding="utf-8") for path in sorted(
+        [*root.rglob("*.py"), *(root.parent / "ckptlint").rglob("*.py")]))]
+    for text in texts:
+        assert called_names(text) == {*called.findall(text), *PASSED_NAME.findall(text)}, text
+    assert called_names("def  f(x): pass\nundef g(y)\n") >= {"f"}
+    assert "g" not in called_names("undef g(y)\n")

@@ -164,7 +164,11 @@ def written_attribute_names(text: str) -> set[str]:
 # `f(key=obj.name)`): what `PhaseFinder.files_calling` looks up.
 # Possessive (`++`, `*+`): a word never matches in part, so giving characters back can never
 # help; not trying is a third faster over a project's texts.
-CALLED_NAME = re.compile(r"\b(?<!def )(\w++)\s*+\(")
+# The called names are searched for in the reversed text, each found reversed back: there
+# the pattern starts with the literal `(`, which the engine skips to, where
+# `\b(?<!def )(\w++)\s*+\(` in the text itself is tried at every word (nine times slower
+# over diffusers and torch, the same names).
+CALLED_NAME_REVERSED = re.compile(r"\(\s*+(\w++)(?! fed)")
 PASSED_NAME = re.compile(r"[(,=]\s*+(?:\w++\.)?(\w++)(?=\s*[,)])")
 
 
@@ -188,7 +192,8 @@ DIRECT_LOOKUPS = 8  # names looked up one by one before the index is built
 def called_names(text: str) -> set[str]:
     """Names the text may call or pass as an argument: a cheap superset, made precise by the
     file's summary."""
-    return {*CALLED_NAME.findall(text), *PASSED_NAME.findall(text)}
+    return {*(name[::-1] for name in CALLED_NAME_REVERSED.findall(text[::-1])),
+            *PASSED_NAME.findall(text)}
 
 
 def sorted_names(names: set[str]) -> list[str]:
