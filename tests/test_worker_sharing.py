@@ -32,15 +32,29 @@ USER = ("from torch.utils.checkpoint import checkpoint\n\nfrom pkg.helper import
         "def forward(x):\n    return checkpoint(block, x)\n")
 
 
-def package(tmp_path: Path, users: int) -> Path:
+def package(tmp_path: Path, users: int, helper: str = HELPER) -> Path:
     """A package whose `users` modules each checkpoint a function of one helper module."""
     root = tmp_path / "pkg"
     root.mkdir()
     (root / "__init__.py").write_text("")
-    (root / "helper.py").write_text(HELPER)
+    (root / "helper.py").write_text(helper)
     for index in range(users):
         (root / f"user{index}.py").write_text(USER + "\n" * index)
     return root
+
+
+def linter_within_budget(tmp_path: Path, root: Path, monkeypatch,
+                         budget: int) -> tuple[Linter, list[int]]:
+    """A linter for the package at `root` keeping parsed modules within `budget` characters,
+    and the list that gains an item each time its analysis is renewed (modules dropped)."""
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(root / "helper.py")
+    monkeypatch.setattr(linter_module, "PARSED_BUDGET", budget)
+    renewals: list[int] = []
+    original = linter_module.Analysis.renewed
+    monkeypatch.setattr(linter_module.Analysis, "renewed",
+                        lambda self: renewals.append(1) or original(self))
+    return linter, renewals
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
@@ -69,14 +83,8 @@ def test_forked_workers_use_the_rules_resolver_and_text_index_built_in_the_paren
 def test_parsed_modules_are_kept_within_the_budget_the_most_reached_first(
         tmp_path: Path, monkeypatch) -> None:
     root = package(tmp_path, users=6)
-    linter = Linter(Config(root=tmp_path))
-    linter.project.add_root_for(root / "helper.py")
     budget = len(HELPER) + 3 * len(USER)
-    monkeypatch.setattr(linter_module, "PARSED_BUDGET", budget)
-    parses = []
-    original = linter_module.Analysis.renewed
-    monkeypatch.setattr(linter_module.Analysis, "renewed",
-                        lambda self: parses.append(1) or original(self))
+    linter, parses = linter_within_budget(tmp_path, root, monkeypatch, budget)
     for index in range(6):
         path = root / f"user{index}.py"
         result = linter.lint_file(path, str(path))
@@ -168,20 +176,10 @@ def test_dropped_modules_are_freed_when_the_analysis_is_renewed(tmp_path: Path,
     """What a renewed analysis takes over (the phases, the training setup) must not lead back
     to the model it replaces: that one holds the dropped modules' trees (the phases once
     held it through a closure, and every renewal kept every tree dropped before it)."""
-    root = tmp_path / "pkg"
-    root.mkdir()
-    (root / "__init__.py").write_text("")
-    (root / "helper.py").write_text("import torch\n\nSCALE = 2\n\n\ndef block(x):\n"
-                                    "    return torch.relu(x) * SCALE\n")
-    for index in range(4):
-        (root / f"user{index}.py").write_text(USER + "\n" * index)
-    linter = Linter(Config(root=tmp_path))
-    linter.project.add_root_for(root / "helper.py")
-    monkeypatch.setattr(linter_module, "PARSED_BUDGET", 0)  # drop every module after each file
-    renewals = []
-    original = linter_module.Analysis.renewed
-    monkeypatch.setattr(linter_module.Analysis, "renewed",
-                        lambda self: renewals.append(1) or original(self))
+    root = package(tmp_path, users=4, helper="import torch\n\nSCALE = 2\n\n\ndef block(x):\n"
+                                             "    return torch.relu(x) * SCALE\n")
+    # A budget of 0: every module is dropped after each file.
+    linter, renewals = linter_within_budget(tmp_path, root, monkeypatch, 0)
     for index in range(4):
         path = root / f"user{index}.py"
         assert [f.code for f in linter.lint_file(path, str(path)).findings] == ["CKP102"]
