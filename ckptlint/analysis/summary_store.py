@@ -51,6 +51,22 @@ BY_PATH = "files.json"  # the facts asked of every project file, by path (`path_
 SignedText = tuple[str | None, Signature | None]
 
 
+def current_signature(path: str) -> list[int] | None:
+    """The file's stat signature now, as `files.json` stores it (None when it cannot be
+    stat-ed: gone, or a planted path that is no path)."""
+    try:
+        return list(signature(os.stat(path)))
+    except (OSError, ValueError):
+        return None
+
+
+def fresh_record(record: Any, now: list[int] | None) -> bool:
+    """Whether a record of `files.json` has its shape and was made when the file had the
+    signature it has `now`."""
+    return (now is not None and type(record) is list and len(record) == 5
+            and record[:4] == now and type(record[4]) is dict)
+
+
 def text_digest(text: str) -> str:
     return hashlib.blake2b(f"{__version__}\0{text}".encode("utf-8", "surrogatepass"),
                            digest_size=16).hexdigest()
@@ -109,10 +125,7 @@ class SummaryStore:
             text, _ = read()
             return compute(text) if text else None
         key = str(path)
-        try:
-            now = list(signature(os.stat(path)))
-        except OSError:
-            now = None
+        now = current_signature(key)
         record = self._path_record(key, now)
         if record is not None and name in record[4]:
             try:
@@ -139,11 +152,8 @@ class SummaryStore:
             return False
         allowed = len(paths) // 10
         for path in paths:
-            try:
-                now: list[int] | None = list(signature(os.stat(path)))
-            except OSError:
-                now = None
-            record = self._path_record(str(path), now)
+            key = str(path)
+            record = self._path_record(key, current_signature(key))
             if record is None or name not in record[4]:
                 allowed -= 1
                 if allowed < 0:
@@ -158,8 +168,7 @@ class SummaryStore:
         record = self._by_path.get(key)
         if record is None:
             return None
-        if (now is None or type(record) is not list or len(record) != 5
-                or record[:4] != now or type(record[4]) is not dict):
+        if not fresh_record(record, now):
             del self._by_path[key]
             return None
         return record
@@ -211,12 +220,5 @@ class SummaryStore:
         merged = self._read_by_path()
         merged.update((key, self._by_path[key]) for key in self._by_path_changed
                       if key in self._by_path)
-        kept: dict[str, Any] = {}
-        for key, record in merged.items():
-            try:
-                now = list(signature(os.stat(key)))
-            except (OSError, ValueError):
-                continue
-            if type(record) is list and len(record) == 5 and record[:4] == now:
-                kept[key] = record
-        return kept
+        return {key: record for key, record in merged.items()
+                if fresh_record(record, current_signature(key))}
