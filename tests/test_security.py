@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ckptlint.engine import cache as cache_module
 from ckptlint.storage import atomic
 from ckptlint.storage.plain_data import write_json
 from tests.cli_helpers import CKP102_SOURCE, REPO, run_cli, run_cli_process
@@ -344,6 +345,7 @@ def test_git_answers_for_the_work_tree_found_whatever_git_variables_say(
 KILLED_WRITER = """\
 import os, sys, time
 from pathlib import Path
+from ckptlint.engine import cache as cache_module
 from ckptlint.storage import atomic
 from ckptlint.storage.plain_data import write_json
 
@@ -447,6 +449,34 @@ def test_a_cached_position_of_the_right_shape_but_absurd_size_costs_nothing(
     assert result.returncode == 1 and f"model.py:9:{2**31 - 1}: CKP102" in result.stdout
     assert len(result.stdout) < 2000
 
+
+
+@pytest.mark.parametrize("planted", ["inside", "outside", "link to outside", "device",
+                                     "relative"])
+def test_a_planted_dependency_outside_the_tree_is_never_read(repo: Path, planted: str) -> None:
+    """A run file of the right shape that hides model.py's finding, valid only if a file
+    outside the tree holds given bytes: believing it would let the tree learn those bytes
+    (or hang the run on a device). Such an entry is a miss: the finding comes back. The
+    same entry naming a file inside the tree is believed (what makes the others a test)."""
+    secret = repo.parent / "secret.txt"
+    secret.write_text("token\n")
+    (repo / "inner-link.py").symlink_to(secret)
+    (repo / "inside.txt").write_text("token\n")
+    dependency = {"inside": str(repo / "inside.txt"), "outside": str(secret),
+                  "link to outside": str(repo / "inner-link.py"), "device": "/dev/zero",
+                  "relative": "../secret.txt"}[planted]
+    path = run_file(repo, ".ckptlint_cache")
+    data = json.loads(path.read_text())
+    entry = data["entries"]["model.py"]
+    entry[5] = []  # no findings
+    entry[7] = [[dependency, cache_module.digest(b"token\n")]]
+    data["digests"] = {}
+    path.write_text(json.dumps(data))
+    result = ckptlint(repo, ".", runner=run_cli_process)  # (a hang fails at the timeout)
+    if planted == "inside":
+        assert result.returncode == 0 and "CKP102" not in result.stdout, result
+    else:
+        assert result.returncode == 1 and "model.py:9:12: CKP102" in result.stdout, result
 
 # -- symbolic links out of the tree -------------------------------------------------------------
 def test_links_leading_out_of_the_tree_are_not_followed(repo: Path) -> None:

@@ -26,9 +26,14 @@ unchanged, as ruff does; anything else is re-read and re-digested.
 
 The cache may sit inside the linted tree, which may have put a file there: it is plain data
 (`ckptlint.storage.plain_data`), and each entry is checked field by field when first looked up; one
-of the wrong shape is a miss. Unless the user chose the folder (`$CKPTLINT_CACHE_DIR`,
-`cache-dir` in a `--config FILE`), a cache folder or run file that is a symbolic link is
-neither read nor written through: the run goes on without a cache and says so once.
+of the wrong shape is a miss. A stored dependency is looked at only when it lies inside an
+import root or the configuration's folder, links resolved (`inside_tree`), and read only when
+it is a regular file: an entry naming any other path (`/etc/shadow`, `/dev/zero`, a link out of
+the tree) is a miss, so a planted run file can neither learn whether a file outside the tree
+has given bytes nor hang the run on a device. Unless the user chose the folder
+(`$CKPTLINT_CACHE_DIR`, `cache-dir` in a `--config FILE`), a cache folder or run file that is a
+symbolic link is neither read nor written through: the run goes on without a cache and says so
+once.
 
 Nothing here may fail a run: an unreadable, corrupt or unwritable cache is ignored.
 """
@@ -50,8 +55,10 @@ from ckptlint.findings import Finding, SiteRecord
 from ckptlint.storage.file_signature import Signature, signature
 from ckptlint.storage.markers import write_markers
 from ckptlint.storage.plain_data import (
+    MAX_FILE_BYTES,
     ShapeError,
     read_json,
+    read_regular_file,
     want_list,
     want_optional_str,
     want_str,
@@ -185,6 +192,8 @@ class Cache:
     _current: dict[str, str | None] = field(default_factory=dict)  # digests seen this run
     _stamps: dict[str, str | None] = field(default_factory=dict)  # folder stamps seen this run
     _project: str | None = None
+    _bases: tuple[str, ...] | None = None  # the folders dependencies may lie in, resolved
+    _real_folders: dict[str, str] = field(default_factory=dict)  # `inside_tree`'s memo
 
     @classmethod
     def open(cls, config, roots: list[Path],
@@ -246,9 +255,29 @@ class Cache:
     def dependencies_unchanged(self, entry: Entry) -> bool:
         if entry.project is not None and entry.project != self.project_signature():
             return False
-        return all((self.folder_stamp(path) if expected is not None
+        return all(self.inside_tree(path) and (self.folder_stamp(path) if expected is not None
                     and expected.startswith(FOLDER_STAMP) else self.current_digest(path))
                    == expected for path, expected in entry.dependencies)
+
+    def inside_tree(self, path: str) -> bool:
+        """Whether a stored dependency path may be looked at: absolute and normalised, and,
+        its folder's links resolved (and the path's own, when it is a link), inside an import
+        root or the configuration's folder, the only places a run records dependencies in."""
+        if not os.path.isabs(path) or os.path.normpath(path) != path:
+            return False
+        if self._bases is None:
+            self._bases = tuple(os.path.realpath(base) for base in
+                                (*self.roots, self.config_root))
+        real = os.path.realpath(path) if os.path.islink(path) else os.path.join(
+            self.real_folder(os.path.dirname(path)), os.path.basename(path))
+        return any(real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+                   for base in self._bases)
+
+    def real_folder(self, folder: str) -> str:
+        real = self._real_folders.get(folder)
+        if real is None:
+            real = self._real_folders[folder] = os.path.realpath(folder)
+        return real
 
     def project_signature(self) -> str:
         """Paths, sizes and modification times of every project `.py` file (once per run)."""
@@ -275,12 +304,9 @@ class Cache:
         else:
             value = self.known_digest(path, signature(info))
             if value is None:
-                try:
-                    with open(path, "rb") as stream:
-                        value = digest(stream.read())
-                except OSError:
-                    value = None
-                else:
+                data = read_regular_file(Path(os.path.realpath(path)), MAX_FILE_BYTES)
+                if data is not None:
+                    value = digest(data)
                     self.digests[path] = [*signature(info), value]
                     self.changed = True
         self._current[path] = value
