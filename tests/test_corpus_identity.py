@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ckptlint.analysis.summary_store import FORMAT
 from tests.cli_helpers import ckptlint_command
 
 EXPECTED = Path(__file__).parent / "data" / "diffusers_subset.json"
@@ -62,5 +63,5 @@ def test_findings_on_the_subset_are_unchanged_and_byte_identical(corpus: Path,
     assert report(corpus, cache, 1) == uncached  # warm: results and store
     for run_file in cache.glob("run-*.json"):
         run_file.unlink()  # every file analysed again, from the warm store
-    assert any((cache / "summaries-1").glob("*.json"))
+    assert any((cache / f"summaries-{FORMAT}").glob("*.json"))
     assert report(corpus, cache, 1) == uncached

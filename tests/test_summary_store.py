@@ -104,6 +104,57 @@ def test_summary_fields_are_checked_one_by_one() -> None:
         summary_from_plain(broken)
 
 
+
+def test_a_stored_call_entry_of_the_wrong_shape_is_found_when_asked_for() -> None:
+    """Each name's call sites are checked when first asked for: a wrong one raises then, and
+    the others stay usable."""
+    summary = summarize((STATE_PHASES / "model.py").read_text())
+    assert summary is not None and len(summary.calls) > 1
+    plain = json.loads(json.dumps(summary_to_plain(summary)))
+    broken_name, kept_name = list(plain["calls"])[:2]
+    for wrong in (None, 3, [["self", 1, "f", ""]], "self 1 f", "self row f ", "self -1 f ",
+                  "self 1 f ;x", f"self {2**31} f ", "self \u0661 f "):
+        stored = summary_from_plain({**plain, "calls": {**plain["calls"], broken_name: wrong}})
+        assert stored.calls[kept_name] == summary.calls[kept_name]
+        with pytest.raises(ShapeError):
+            stored.calls.get(broken_name)
+
+
+def test_callers_are_the_same_when_a_stored_call_entry_has_the_wrong_shape(
+        tmp_path: Path) -> None:
+    """`PhaseFinder.callers` through a store whose summaries have every call entry replaced
+    by one of the wrong shape answers as it does with no store: those files are summarised
+    again."""
+    from ckptlint.analysis.phases import PhaseFinder
+
+    files = sorted(STATE_PHASES.rglob("*.py"))
+    texts = {path: path.read_text() for path in files}
+
+    def callers(store: SummaryStore | None) -> dict:
+        finder = PhaseFinder(lambda: files, texts.get, lambda path: path.stem, store)
+        answers = {}
+        for path in files:
+            summary = finder.summary(path)
+            assert summary is not None
+            for qualname, function in summary.functions.items():
+                answers[path, qualname] = finder.callers(path, qualname, function)
+        return answers
+
+    planted = SummaryStore.in_cache(tmp_path, chosen=True)
+    for text in texts.values():
+        def wrong_calls(text: str) -> dict:
+            plain = summary_to_plain(summarize(text))
+            return {**plain, "calls": {name: "self row f " for name in plain["calls"]}}
+
+        planted.fact(text, "summary", wrong_calls, lambda value: value, lambda value: value)
+    expected = callers(None)
+    assert any(expected.values())
+    assert callers(planted) == expected
+    stored = planted.fact(texts[files[0]], "summary", summarize, summary_to_plain,
+                          summary_from_plain)
+    with pytest.raises(ShapeError):  # (what makes this a test)
+        [stored.calls[name] for name in stored.calls]
+
 def test_a_store_folder_that_is_a_link_in_the_tree_is_not_used(tmp_path: Path) -> None:
     cache = tmp_path / ".ckptlint_cache"
     cache.mkdir()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ckptlint.analysis.apis import BUILTIN_APIS, SiteKind
@@ -113,7 +113,8 @@ class FunctionSummary:
 class FileSummary:
     functions: dict[str, FunctionSummary] = field(default_factory=dict)
     classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # -> base names (last part)
-    calls: dict[str, list[CallSite]] = field(default_factory=dict)
+    # -> the sites calling that name (`StoredCalls` when read back from the summary store)
+    calls: Mapping[str, list[CallSite]] = field(default_factory=dict)
     hooks: dict[str, list[HookRegistration]] = field(default_factory=dict)
     attribute_writes: dict[str, list[AttributeWrite]] = field(default_factory=dict)
     imports: dict[str, str] = field(default_factory=dict)  # local name -> dotted name
@@ -174,6 +175,8 @@ class _Summarizer:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
         self.out = FileSummary()
+        self.calls: dict[str, list[CallSite]] = {}  # the summary's, being built
+        self.out.calls = self.calls
         self.functions: list[_Function] = []
         self.defined: set[str] = set()  # names of the functions defined in the file
         # References to names passed as arguments, kept until `defined` is complete.
@@ -189,7 +192,7 @@ class _Summarizer:
         self.walk_block(self.tree.body, module, [], None, {})
         for site in self.references:
             if site.name in self.defined or site.name in self.out.imports:
-                self.out.calls.setdefault(site.name, []).append(site)
+                self.calls.setdefault(site.name, []).append(site)
         for function in self.functions:
             for target, how, accumulates, row, guards in function.writes:
                 self.add_attribute_write(function, target, how, accumulates, row, guards)
@@ -306,7 +309,7 @@ class _Summarizer:
             function.writes.append((func.value, ChangeHow.MUTATED, True, node.lineno, guards))
         site = self.call_site(function, func, node.lineno)
         if site is not None:
-            self.out.calls.setdefault(site.name, []).append(site)
+            self.calls.setdefault(site.name, []).append(site)
             if site.receiver in ("bare", "self"):
                 function.local_calls.append((node.lineno, node))
         called = (func.attr if isinstance(func, ast.Attribute)
@@ -323,7 +326,7 @@ class _Summarizer:
             elif reference.receiver == "bare":
                 self.references.append(reference)  # kept if it names a function
             else:
-                self.out.calls.setdefault(reference.name, []).append(reference)
+                self.calls.setdefault(reference.name, []).append(reference)
 
     def call_site(self, function: _Function, func: ast.expr, row: int) -> CallSite | None:
         caller = function.summary.qualname
@@ -712,6 +715,10 @@ def is_framework_name(qualname: str | None) -> bool:
 
 
 # -- as plain data (the summary store keeps summaries between runs) ----------------------------
+# A name's call sites are stored as one string, "receiver row caller module" joined by ";"
+# (names and qualified names never hold a space or a ";"): JSON reads one string per name
+# about three times as fast as a list of lists per name, and most of a summary is its calls.
+SITE_SEPARATOR = ";"
 def summary_to_plain(summary: FileSummary) -> dict:
     """The summary as JSON data; `summary_from_plain` reads it back (field order kept)."""
     return {
@@ -719,7 +726,8 @@ def summary_to_plain(summary: FileSummary) -> dict:
                        [list(window) for window in f.windows], f.driver, f.step]
                       for f in summary.functions.values()],
         "classes": {name: list(bases) for name, bases in summary.classes.items()},
-        "calls": {name: [[s.receiver, s.row, s.caller, s.module] for s in sites]
+        "calls": {name: SITE_SEPARATOR.join(f"{s.receiver} {s.row} {s.caller} {s.module}"
+                                            for s in sites)
                   for name, sites in summary.calls.items()},
         "hooks": {name: [[h.receiver, h.kind, h.row, h.caller] for h in hooks]
                   for name, hooks in summary.hooks.items()},
@@ -731,7 +739,8 @@ def summary_to_plain(summary: FileSummary) -> dict:
 
 
 def summary_from_plain(data: object) -> FileSummary:
-    """What `summary_to_plain` wrote, every field checked (`ShapeError` otherwise)."""
+    """What `summary_to_plain` wrote, every field checked (`ShapeError` otherwise); the calls
+    of each name when first asked for (`StoredCalls`)."""
     from ckptlint.storage.plain_data import (
         ShapeError,
         member,
@@ -767,12 +776,7 @@ def summary_from_plain(data: object) -> FileSummary:
             want_str(step, "step"))
     for name, bases in want_dict(member(data, "classes"), "classes").items():
         out.classes[name] = want_strs(bases, "bases")
-    for name, sites in want_dict(member(data, "calls"), "calls").items():
-        out.calls[name] = [
-            CallSite(name, want_str(receiver, "receiver"), want_int(row, "row"),
-                     want_str(caller, "caller"), want_str(module, "module"))
-            for receiver, row, caller, module in (fields(s, 4, "call") for s in
-                                                  want_list(sites, "calls"))]
+    out.calls = StoredCalls(want_dict(member(data, "calls"), "calls"))
     for name, hooks in want_dict(member(data, "hooks"), "hooks").items():
         out.hooks[name] = [
             HookRegistration(name, want_str(receiver, "receiver"), want_str(kind, "kind"),
@@ -795,3 +799,45 @@ def summary_from_plain(data: object) -> FileSummary:
     for name, target in want_dict(member(data, "imports"), "imports").items():
         out.imports[name] = want_str(target, "import")
     return out
+
+
+class StoredCalls(Mapping[str, list[CallSite]]):
+    """`FileSummary.calls` read back from plain data. A file's summary lists every name the
+    file calls (most of its size) and a question asks about one name: each name's sites are
+    checked and built when first asked for, and one of the wrong shape raises `ShapeError`
+    then (`PhaseFinder.calls_of` summarises that file again)."""
+
+    __slots__ = ("_plain", "_built")
+
+    def __init__(self, plain: dict) -> None:
+        self._plain = plain
+        self._built: dict[str, list[CallSite]] = {}
+
+    def __getitem__(self, name: str) -> list[CallSite]:
+        built = self._built.get(name)
+        if built is None:
+            built = self._built[name] = call_sites_from_plain(name, self._plain[name])
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plain)
+
+    def __len__(self) -> int:
+        return len(self._plain)
+
+
+def call_sites_from_plain(name: str, data: object) -> list[CallSite]:
+    """The sites `summary_to_plain` wrote as one string (`SITE_SEPARATOR`)."""
+    from ckptlint.storage.plain_data import MAX_INT, ShapeError, want_str
+
+    sites: list[CallSite] = []
+    text = want_str(data, "calls")
+    for site in text.split(SITE_SEPARATOR) if text else ():
+        fields = site.split(" ")
+        if len(fields) != 4:
+            raise ShapeError("call: expected 4 fields")
+        receiver, row, caller, module = fields
+        if not (row.isascii() and row.isdigit() and len(row) <= 10 and int(row) <= MAX_INT):
+            raise ShapeError("call: expected a row")
+        sites.append(CallSite(name, receiver, int(row), caller, module))
+    return sites

@@ -47,7 +47,7 @@ from ckptlint.analysis.callgraph import (
 from ckptlint.analysis.segment import CONTAINER_MUTATORS, is_mutator
 from ckptlint.analysis.summary_store import SignedText, SummaryStore
 from ckptlint.enums import TextEnum
-from ckptlint.storage.plain_data import want_strs
+from ckptlint.storage.plain_data import ShapeError, want_strs
 
 # Methods that set an object up: their writes are configuration, whoever calls them.
 SETUP_METHODS = frozenset({
@@ -428,13 +428,24 @@ class PhaseFinder:
         if name.startswith("__") and name.endswith("__"):
             return found  # called by Python itself (`obj(...)`, `with obj:`), not by name
         for other in self.files_calling(name):
-            summary = self.summary(other)
-            if summary is None:
-                continue
-            for site in summary.calls.get(name, []):
+            summary, sites = self.calls_of(other, name)
+            for site in sites:
                 if self.matches(path, qualname, function, other, summary, site):
                     found.append((other, site))
         return found
+
+    def calls_of(self, path: Path, name: str) -> tuple[FileSummary, list[CallSite]]:
+        """A file's summary and its calls of `name`; a stored summary whose entry for the
+        name has the wrong shape is replaced by the file's summary made again."""
+        summary = self.summary(path)
+        if summary is None:
+            return FileSummary(), []
+        try:
+            return summary, summary.calls.get(name, [])
+        except ShapeError:
+            text = self.text(path)
+            summary = self._summaries[path] = summarize(text) if text is not None else None
+            return (summary, summary.calls.get(name, [])) if summary else (FileSummary(), [])
 
     def hook_registrations(self, path: Path, qualname: str, function: FunctionSummary | None):
         name = qualname.rsplit(".", 1)[-1]
