@@ -155,6 +155,60 @@ def test_callers_are_the_same_when_a_stored_call_entry_has_the_wrong_shape(
     with pytest.raises(ShapeError):  # (what makes this a test)
         [stored.calls[name] for name in stored.calls]
 
+
+def test_shared_stores_write_each_fact_at_once_and_read_what_another_made(
+        tmp_path: Path) -> None:
+    """Two processes analysing with one store folder (`SummaryStore.share`): a fact one
+    makes is on disk at once, and the other, though it read that text's entry before the
+    fact was there, finds it instead of making it again. Unshared, it is made twice."""
+    text = "def f():\n    return 1\n"
+
+    def times_made(folder: Path, shared: bool) -> int:
+        first, second = SummaryStore(folder), SummaryStore(folder)
+        if shared:
+            first.share()
+            second.share()
+        made: list[str] = []
+
+        def length(source: str) -> int:
+            made.append(source)
+            return len(source)
+
+        second.fact(text, "lines", lambda source: source.count("\n"), int, int)
+        assert first.fact(text, "length", length, int, int) == len(text)
+        assert second.fact(text, "length", length, int, int) == len(text)
+        return len(made)
+
+    assert times_made(tmp_path / "unshared", shared=False) == 2
+    assert times_made(tmp_path / "shared", shared=True) == 1
+    [entry] = (tmp_path / "shared").glob("*.json")  # both facts on disk before any flush
+    assert json.loads(entry.read_text()) == {"lines": 2, "length": len(text)}
+
+
+def test_callers_through_a_shared_store_are_the_same_and_summaries_are_written_at_once(
+        tmp_path: Path) -> None:
+    """While workers share the store, `PhaseFinder.callers` makes the summaries first in an
+    order of the process's own: the answers are those made without a store, and each
+    summary is on disk when the call returns."""
+    from ckptlint.analysis.phases import PhaseFinder
+
+    files = sorted(STATE_PHASES.rglob("*.py"))
+    texts = {path: path.read_text() for path in files}
+
+    def callers(store: SummaryStore | None) -> dict:
+        finder = PhaseFinder(lambda: files, texts.get, lambda path: path.stem, store)
+        return {(path, qualname): finder.callers(path, qualname, function)
+                for path in files for qualname, function in finder.summary(path).functions.items()}
+
+    shared = SummaryStore(tmp_path / "store")
+    shared.share()
+    expected = callers(None)
+    assert any(expected.values())
+    assert callers(shared) == expected
+    stored = {json.loads(path.read_text()).get("summary") is not None
+              for path in (tmp_path / "store").glob("*.json")}
+    assert len(list((tmp_path / "store").glob("*.json"))) == len(files) and stored == {True}
+
 def test_a_store_folder_that_is_a_link_in_the_tree_is_not_used(tmp_path: Path) -> None:
     cache = tmp_path / ".ckptlint_cache"
     cache.mkdir()

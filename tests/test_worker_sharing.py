@@ -189,3 +189,43 @@ def test_dropped_modules_are_freed_when_the_analysis_is_renewed(tmp_path: Path,
     alive = [obj.path for obj in gc.get_objects()
              if isinstance(obj, SourceModule) and obj.path.is_relative_to(root.resolve())]
     assert alive == []
+
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_workers_without_the_cache_share_summaries_in_a_run_folder_removed_at_the_end(
+        tmp_path: Path, monkeypatch) -> None:
+    """`--no-cache` with two analysing workers: they share the summaries through a store in
+    a temporary folder of the run's own (outside the tree), gone when the run ends; the
+    findings are those of one process."""
+    import shutil
+    import tempfile
+
+    from ckptlint.analysis.summary_store import SummaryStore
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "projects" / "state_phases", tree)
+    shutil.copy(tree / "model.py", tree / "model2.py")  # a second file to analyse
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    log = tmp_path / "writes.log"
+    original = SummaryStore._write_entries
+
+    def logged(self) -> None:
+        if self._changed:
+            with open(log, "a") as stream:
+                stream.write(f"{self.folder}\n")
+        original(self)
+
+    monkeypatch.setattr(SummaryStore, "_write_entries", logged)
+    alone = lint([str(tree)], Config(root=tree), use_cache=False, jobs=1)
+    assert not log.exists()  # one process: nothing written
+    shared = lint([str(tree)], Config(root=tree), use_cache=False, jobs=2)
+    assert shared.stats["pool"] and shared.stats["confirmed"] == 2
+    assert [f.to_json() for f in shared.findings] == [f.to_json() for f in alone.findings]
+    folders = set(log.read_text().split())
+    assert len(folders) == 1
+    [folder] = folders
+    assert Path(folder).parent.parent == temporary and Path(folder).name == "summaries"
+    assert list(temporary.iterdir()) == []

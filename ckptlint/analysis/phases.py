@@ -30,6 +30,8 @@ made only for files whose text names what is asked about, once per file per run.
 
 from __future__ import annotations
 
+import os
+import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -427,12 +429,25 @@ class PhaseFinder:
         found: list[tuple[Path, CallSite]] = []
         if name.startswith("__") and name.endswith("__"):
             return found  # called by Python itself (`obj(...)`, `with obj:`), not by name
-        for other in self.files_calling(name):
+        calling = self.files_calling(name)
+        self.summarize_shared(calling)
+        for other in calling:
             summary, sites = self.calls_of(other, name)
             for site in sites:
                 if self.matches(path, qualname, function, other, summary, site):
                     found.append((other, site))
         return found
+
+    def summarize_shared(self, paths: list[Path]) -> None:
+        """While workers share the store: make the files' summaries first, in an order of
+        this process's own, so that workers asking for the same files at the same time
+        make each about once (each finds most of the other's made), not each all of them.
+        The answers, read afterwards in the files' order, do not depend on it."""
+        if self.store.shared and len(paths) > 1:
+            order = list(paths)
+            random.Random(os.getpid()).shuffle(order)
+            for path in order:
+                self.summary(path)
 
     def calls_of(self, path: Path, name: str) -> tuple[FileSummary, list[CallSite]]:
         """A file's summary and its calls of `name`; a stored summary whose entry for the

@@ -26,6 +26,12 @@ every fact checked field by field when read, a wrong shape is a miss that is com
 and overwritten; a folder that is a symbolic link is not used unless the user chose the
 cache folder. Without the cache (`--no-cache`) facts are computed as asked; the callers keep
 them for the run.
+
+Analysing workers forked from one run ask for many of the same facts (every worker asks who
+calls a common method, and so for the summaries of the same hundreds of files). While they
+run, the store is shared (`share`): a fact made is written at once, and one missing is
+looked for on disk again before it is made. Without the cache the run gives them a store of
+its own for that, in a temporary folder it removes at the end (`for_run`).
 """
 
 from __future__ import annotations
@@ -75,8 +81,13 @@ def text_digest(text: str) -> str:
 class SummaryStore:
     """`fact(text, name, ...)`: a fact about a text, from memory, from disk or computed."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, *, keeps_paths: bool = True) -> None:
         self.folder = folder  # None: nothing kept here (the callers keep facts for the run)
+        # Whether facts by path are kept in the folder (not in a run's own folder, `for_run`).
+        self.keeps_paths = keeps_paths and folder is not None
+        # Set while several processes analyse with this store (`share`): a fact made is
+        # written at once, and one missing is looked for on disk again before it is made.
+        self.shared = False
         self._entries: dict[str, dict[str, Any]] = {}  # digest -> fact name -> plain value
         self._changed: set[str] = set()
         # text -> its digest, for the run: each text is asked for several facts (the texts
@@ -96,6 +107,20 @@ class SummaryStore:
             return cls(None)
         return cls(folder)
 
+    @classmethod
+    def for_run(cls, folder: Path) -> SummaryStore:
+        """A store for one run without the cache, in a new folder of its own (outside the
+        tree; the run removes it): only its workers share the text facts there."""
+        return cls(folder, keeps_paths=False)
+
+    def share(self) -> None:
+        """From now on several processes (forked with this store) make facts at the same
+        time: each writes what it makes at once and reads what another wrote, so that a
+        fact every worker asks for (the summaries of the files calling a common name) is
+        made about once, not once per worker."""
+        if self.folder is not None:
+            self.shared = True
+
     def fact(self, text: str, name: str, compute: Callable[[str], T],
              to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T:
         if self.folder is None:
@@ -104,6 +129,8 @@ class SummaryStore:
         if digest is None:
             digest = self._digests[text] = text_digest(text)
         entry = self._entry(digest)
+        if name not in entry and self.shared:
+            entry = self._entry(digest, again=True)  # another worker may have made it
         if name in entry:
             try:
                 return from_plain(entry[name])
@@ -112,6 +139,8 @@ class SummaryStore:
         value = compute(text)
         entry[name] = to_plain(value)
         self._changed.add(digest)
+        if self.shared:
+            self._write_entries()
         return value
 
     def path_fact(self, path: Path, name: str, read: Callable[[], SignedText],
@@ -121,7 +150,7 @@ class SummaryStore:
         without reading it while it keeps the stat signature it had when the fact was made.
         `read` gives the text and the file's signature when it was read (stat first): a
         fact is kept only when the file still has that signature."""
-        if self.folder is None:
+        if not self.keeps_paths:
             text, _ = read()
             return compute(text) if text else None
         key = str(path)
@@ -148,7 +177,7 @@ class SummaryStore:
         """Whether `path_fact` answers `name` for nearly all of `paths` (all but a tenth)
         without reading them (a stat each): then a whole-project index of that fact costs
         little more than making it for the few files edited since."""
-        if self.folder is None:
+        if not self.keeps_paths:
             return False
         allowed = len(paths) // 10
         for path in paths:
@@ -178,39 +207,61 @@ class SummaryStore:
                   if self.folder is not None else None)
         return dict(stored) if type(stored) is dict else {}
 
-    def _entry(self, digest: str) -> dict[str, Any]:
+    def close(self) -> None:
+        """Keep nothing on disk from now on (a run's own folder is about to be removed)."""
+        self.folder = None
+        self.keeps_paths = self.shared = False
+        self._entries.clear()
+        self._changed.clear()
+
+    def _entry(self, digest: str, again: bool = False) -> dict[str, Any]:
+        """The facts stored for a text, read once (`again`: read again, and merged with the
+        facts this process made and has not written yet)."""
         entry = self._entries.get(digest)
-        if entry is None:
+        if entry is None or again:
             stored = (read_json(self.folder / f"{digest}.json", MAX_ENTRY_BYTES)
                       if self.folder is not None else None)
             try:
-                entry = dict(want_dict(stored, "summary entry"))
+                read = dict(want_dict(stored, "summary entry"))
             except ShapeError:
-                entry = {}
-            self._entries[digest] = entry
+                read = {}
+            entry = self._entries[digest] = {**read, **(entry or {})}
         return entry
 
     def flush(self) -> None:
         """Write the entries that gained facts, and forget the entries read (the callers keep
         the facts they asked for); nothing may fail a run: errors are ignored."""
-        if self.folder is not None and (self._changed or self._by_path_changed):
+        self._write_entries()
+        if self.folder is not None and self._by_path_changed:
             try:
-                cache_folder = self.folder.parent
-                if not cache_folder.is_dir():
-                    cache_folder.mkdir(parents=True)
-                    write_markers(cache_folder)
-                self.folder.mkdir(exist_ok=True)
-                for digest in sorted(self._changed):
-                    write_json(self.folder / f"{digest}.json", self._entries[digest],
-                               durable=False)
-                if self._by_path_changed:
-                    write_json(self.folder / BY_PATH, self._merged_by_path(), durable=False)
+                self._make_folder()
+                write_json(self.folder / BY_PATH, self._merged_by_path(), durable=False)
             except (OSError, ValueError):  # read-only tree, full disk: the next run computes
                 pass
         self._entries.clear()
         self._changed.clear()
         self._by_path = None
         self._by_path_changed.clear()
+
+    def _write_entries(self) -> None:
+        """Write the entries that gained facts (errors ignored: the next run computes)."""
+        if self.folder is None or not self._changed:
+            return
+        try:
+            self._make_folder()
+            for digest in sorted(self._changed):
+                write_json(self.folder / f"{digest}.json", self._entries[digest], durable=False)
+        except (OSError, ValueError):
+            pass
+        self._changed.clear()
+
+    def _make_folder(self) -> None:
+        assert self.folder is not None
+        cache_folder = self.folder.parent
+        if not cache_folder.is_dir():
+            cache_folder.mkdir(parents=True)
+            write_markers(cache_folder)
+        self.folder.mkdir(exist_ok=True)
 
     def _merged_by_path(self) -> dict[str, Any]:
         """What is stored by path now (another process may have written since this one

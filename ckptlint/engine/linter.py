@@ -85,6 +85,10 @@ class Linter:
         return self._analysis
 
     @property
+    def analysis_started(self) -> bool:
+        return self._analysis is not None
+
+    @property
     def confirmer(self):
         if self._confirmer is None:
             from ckptlint.screen.confirm import SiteConfirmer

@@ -36,6 +36,7 @@ from ckptlint.syntax.notebook import Notebooks, decode_file, is_notebook
 from ckptlint.syntax.reading import SourceError
 
 if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
+    from ckptlint.analysis.summary_store import SummaryStore
     from ckptlint.engine.cache import Cache, CacheKey
 
 STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
@@ -164,6 +165,10 @@ class Run:
         self.pools: list = []
         self.preloaded = False
         self.preloaded_analysis = False
+        # The summary store analysing workers share (`share_summaries`), and the folder of
+        # the one made for a run without the cache (removed at the end).
+        self.shared_store: SummaryStore | None = None
+        self.run_folder: str | None = None
 
     def execute(self) -> list[FileResult]:
         self.linter.freeze_between_files = True
@@ -172,6 +177,13 @@ class Run:
         finally:
             self.linter.freeze_between_files = False
             gc.unfreeze()  # a caller's process goes on with its collector as it was
+            if self.shared_store is not None:
+                self.shared_store.shared = False
+            if self.run_folder is not None and self.shared_store is not None:
+                import shutil
+
+                self.shared_store.close()
+                shutil.rmtree(self.run_folder, ignore_errors=True)
 
     def _execute(self) -> list[FileResult]:
         if self.use_cache and self.targets:
@@ -292,11 +304,34 @@ class Run:
             from ckptlint.analysis.textindex import text_index
 
             try:
+                self.share_summaries()
                 analysis = self.linter.analysis  # the rules and the resolver
                 text_index(analysis.project).build()
                 self.linter.hand_rolled_classes()
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
+
+    def share_summaries(self) -> None:
+        """Before two analysing workers or more fork: let them share the summary store
+        (`SummaryStore.share`), the cache's or, without the cache, one made for this run in
+        a temporary folder (outside the tree), so that the summaries each would make of the
+        same files are made about once."""
+        import tempfile
+
+        from ckptlint.analysis.summary_store import SummaryStore
+
+        store = self.linter.project.summaries
+        if self.cache is None and self.linter.analysis_started:
+            return  # its phases keep the store they were made with
+        if self.cache is None:
+            try:
+                self.run_folder = tempfile.mkdtemp(prefix="ckptlint-run-")
+            except OSError:  # no temporary folder: each worker makes its own
+                return
+            store = SummaryStore.for_run(Path(self.run_folder) / "summaries")
+            self.linter.project.summaries = store
+        store.share()
+        self.shared_store = store
 
     def new_pool(self, files: int, *, preload: bool = False):
         """Worker processes for `files` files (None when jobs = 1 or this system cannot start
