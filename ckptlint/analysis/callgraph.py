@@ -174,9 +174,8 @@ class _Summarizer:
 
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
-        self.out = FileSummary()
         self.calls: dict[str, list[CallSite]] = {}  # the summary's, being built
-        self.out.calls = self.calls
+        self.out = FileSummary(calls=self.calls)
         self.functions: list[_Function] = []
         self.defined: set[str] = set()  # names of the functions defined in the file
         # References to names passed as arguments, kept until `defined` is complete.
@@ -719,6 +718,8 @@ def is_framework_name(qualname: str | None) -> bool:
 # (names and qualified names never hold a space or a ";"): JSON reads one string per name
 # about three times as fast as a list of lists per name, and most of a summary is its calls.
 SITE_SEPARATOR = ";"
+
+
 def summary_to_plain(summary: FileSummary) -> dict:
     """The summary as JSON data; `summary_from_plain` reads it back (field order kept)."""
     return {
@@ -828,7 +829,7 @@ class StoredCalls(Mapping[str, list[CallSite]]):
 
 def call_sites_from_plain(name: str, data: object) -> list[CallSite]:
     """The sites `summary_to_plain` wrote as one string (`SITE_SEPARATOR`)."""
-    from ckptlint.storage.plain_data import MAX_INT, ShapeError, want_str
+    from ckptlint.storage.plain_data import ShapeError, want_int, want_str
 
     sites: list[CallSite] = []
     text = want_str(data, "calls")
@@ -837,7 +838,8 @@ def call_sites_from_plain(name: str, data: object) -> list[CallSite]:
         if len(fields) != 4:
             raise ShapeError("call: expected 4 fields")
         receiver, row, caller, module = fields
-        if not (row.isascii() and row.isdigit() and len(row) <= 10 and int(row) <= MAX_INT):
+        # Ten digits at most: `int` of a long run of digits raises ValueError, not ShapeError.
+        if not (row.isascii() and row.isdigit() and len(row) <= 10):
             raise ShapeError("call: expected a row")
-        sites.append(CallSite(name, receiver, int(row), caller, module))
+        sites.append(CallSite(name, receiver, want_int(int(row), "row"), caller, module))
     return sites

@@ -179,11 +179,11 @@ class Run:
             gc.unfreeze()  # a caller's process goes on with its collector as it was
             if self.shared_store is not None:
                 self.shared_store.shared = False
-            if self.run_folder is not None and self.shared_store is not None:
-                import shutil
+                if self.run_folder is not None:
+                    import shutil
 
-                self.shared_store.close()
-                shutil.rmtree(self.run_folder, ignore_errors=True)
+                    self.shared_store.close()
+                    shutil.rmtree(self.run_folder, ignore_errors=True)
 
     def _execute(self) -> list[FileResult]:
         if self.use_cache and self.targets:
