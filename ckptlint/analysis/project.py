@@ -199,14 +199,17 @@ class Project:
 
     def parsed_sizes(self) -> dict[Path, int]:
         """The length of the text of each module parsed and kept."""
-        return {path: len(module.text) for path, module in self._by_path.items()
+        return {path: module.size for path, module in self._by_path.items()
                 if module is not None}
 
-    def forget_positions(self) -> None:
-        """Drop the node positions of every parsed module (computed again when asked for)."""
+    def forget_file_state(self) -> None:
+        """After a linted file's analysis: drop what mostly that file needed, the node
+        positions of every parsed module and CPython's last tree (made again when asked
+        for)."""
         for module in self._by_path.values():
             if module is not None:
                 module.forget_positions()
+        self._last_parse = None
 
     def forget_parsed(self, keep: set[Path]) -> None:
         """Drop the parsed modules other than `keep` (their libcst trees are most of a run's
@@ -289,6 +292,9 @@ class Project:
             name, is_package = self.module_name(path)
             try:
                 text = self.read_module_text(path)
+                searched = self._texts.get(path)
+                if type(searched) is str and searched == text:
+                    text = searched  # one copy for the text searches and the module
                 self._by_path[path] = load_module(path, self.display_name(path), name,
                                                   is_package, text,
                                                   statement_starts(self._ast_of(path, text)))

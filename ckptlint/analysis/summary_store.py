@@ -90,9 +90,11 @@ class SummaryStore:
         self.shared = False
         self._entries: dict[str, dict[str, Any]] = {}  # digest -> fact name -> plain value
         self._changed: set[str] = set()
-        # text -> its digest, for the run: each text is asked for several facts (the texts
-        # are the project's, held for the run anyway).
-        self._digests: dict[str, str] = {}
+        # The last text asked about and its digest: a text is asked for several facts in
+        # turn. Only the last: the texts handed in are often decoded copies (the project
+        # keeps one not all ASCII as UTF-8), and a memo of all of them held 15 to 18 MiB
+        # in each worker on diffusers.
+        self._last_digest: tuple[str, str] | None = None
         # path -> [size, mtime, ctime, inode, {fact name: plain value}], read when first asked
         # and dropped at each flush (the callers keep what they asked for).
         self._by_path: dict[str, Any] | None = None
@@ -125,9 +127,12 @@ class SummaryStore:
              to_plain: Callable[[T], Any], from_plain: Callable[[Any], T]) -> T:
         if self.folder is None:
             return compute(text)  # the callers keep what they need for the run
-        digest = self._digests.get(text)
-        if digest is None:
-            digest = self._digests[text] = text_digest(text)
+        last = self._last_digest
+        if last is not None and last[0] is text:
+            digest = last[1]
+        else:
+            digest = text_digest(text)
+            self._last_digest = (text, digest)
         entry = self._entry(digest)
         if name not in entry and self.shared:
             entry = self._entry(digest, again=True)  # another worker may have made it

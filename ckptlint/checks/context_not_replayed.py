@@ -225,7 +225,8 @@ class ContextNotReplayed(SiteRule):
         if call is None or not site.is_segment:
             return
         module, scope = site.module, site.scope
-        if not any(name in module.text for name in BACKWARD_METHODS):
+        text = module.text
+        if not any(name in text for name in BACKWARD_METHODS):
             return  # no backward call in the file: nothing runs after the block
         for region in self.regions(module, scope, call):
             backward = self.backward_of(module, scope, region)

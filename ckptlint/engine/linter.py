@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ckptlint.analysis.apis import api_table
 from ckptlint.config import Config
+from ckptlint.engine.memory import release_free_memory
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.messages import render
 from ckptlint.screen.prefilter import Prefilter
@@ -47,12 +48,12 @@ if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
 PARSE_ERROR = "CKP999"
 PARSE_ERROR_MESSAGE = "{error}"
 # The parsed modules kept from one analysed file to the next, in characters of their texts
-# (a libcst tree, with its positions, takes some 100 to 400 bytes a character): past it,
-# `Linter.bound_parsed` keeps those the most analysed files reached, up to two thirds of it.
-# A bound for projects larger than the largest measured, not a tight limit: on diffusers
-# (2 workers) 1.5M characters cut the process tree from 827 to 692 MiB and cost 22% more
-# CPU in parses repeated; at this size it never drops a module there.
-PARSED_BUDGET = 4_000_000
+# (a libcst tree takes some 25 bytes a character): past it, `Linter.bound_parsed` keeps those
+# the most analysed files reached, up to two thirds of it. On diffusers (2 workers) each
+# worker reaches about 3M characters: at 2.5M one of them drops modules once or twice near
+# the end, and the process tree's peak went from 378-386 to 345-363 MiB with no CPU time
+# measurably added (three pairs, round-robin; docs/performance.md).
+PARSED_BUDGET = 2_500_000
 
 
 
@@ -200,10 +201,11 @@ class Linter:
             self.project.summaries.flush()
             # Positions are asked for mostly by the file being analysed; kept for the next
             # ones they were a quarter of a worker's memory on diffusers.
-            self.project.forget_positions()
+            self.project.forget_file_state()
             own = path.resolve()
             result.dependencies = tuple(sorted(str(p) for p in accessed if p != own))
             self.bound_parsed({own, *accessed})
+            release_free_memory()
         except SourceError as error:
             result.findings = [parse_error(display, str(error), error.line)]
             result.sites = []

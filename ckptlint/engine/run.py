@@ -308,6 +308,7 @@ class Run:
                 analysis = self.linter.analysis  # the rules and the resolver
                 text_index(analysis.project).build()
                 self.linter.hand_rolled_classes()
+                self.linter.project.forget_file_state()  # not carried into every worker
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
 

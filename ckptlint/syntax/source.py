@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -56,28 +55,39 @@ def line_map(text: str, module: cst.Module) -> list[int] | None:
     return rows
 
 
-@dataclass(eq=False)
 class SourceModule:
-    """One parsed file of the project: its text, tree, scopes and positions."""
+    """One parsed file of the project: its text, tree, scopes and positions.
 
-    path: Path  # absolute
-    display: str  # the filename as findings report it
-    name: str  # dotted module name ("" when unknown)
-    is_package: bool
-    text: str
-    tree: cst.Module
-    # Where CPython puts each statement (`reading.statement_starts`), when known: positions
-    # then cost a pass over the statement asked about, not over the file up to it.
-    statement_starts: StatementStarts | None = field(default=None, repr=False)
-    _positions: Positions | None = field(default=None, repr=False)
+    A text not all ASCII is kept as UTF-8 and decoded when asked for: a `str` holding one
+    character past Latin-1 takes 2 or 4 bytes for each, and the modules kept from one
+    analysed file to the next are most of a worker's memory.
+    """
+
+    def __init__(self, path: Path, display: str, name: str, is_package: bool, text: str,
+                 tree: cst.Module, statement_starts: StatementStarts | None = None) -> None:
+        self.path = path  # absolute
+        self.display = display  # the filename as findings report it
+        self.name = name  # dotted module name ("" when unknown)
+        self.is_package = is_package
+        self.size = len(text)  # in characters
+        self._text: str | bytes = text if text.isascii() else text.encode("utf-8")
+        self.tree = tree
+        # Where CPython puts each statement (`reading.statement_starts`), when known:
+        # positions then cost a pass over the statement asked about, not over the file.
+        self.statement_starts = statement_starts
+        self._positions: Positions | None = None
+
+    def __repr__(self) -> str:
+        return f"SourceModule({self.display!r})"
+
+    @property
+    def text(self) -> str:
+        text = self._text
+        return text.decode("utf-8") if isinstance(text, bytes) else text
 
     @cached_property
     def scopes(self) -> ScopeBuilder:
         return build_scopes(self.tree, self.name, self.is_package)
-
-    @cached_property
-    def lines(self) -> list[str]:
-        return self.text.splitlines()
 
     def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
         """1-based start and end of a node (positions are computed once per file, on demand)."""

@@ -1,0 +1,114 @@
+"""What an analysing process keeps between files, and what it hands back.
+
+On diffusers each analysing worker held 15-18 MiB of decoded texts in the summary store's
+digest memo, a second copy of every parsed module's text, and 30-40 MiB of free C heap:
+these tests pin each fix from the user's side of the objects involved.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckptlint.analysis.project import Project
+from ckptlint.analysis.summary_store import SummaryStore
+from ckptlint.engine import memory
+from ckptlint.syntax.source import SourceModule, parse_text
+
+NOT_ASCII = 'def f(x):\n    """Scale 🙂 by two."""\n    return x * 2\n'
+
+
+def test_a_module_keeps_a_text_not_all_ascii_as_utf8_and_gives_it_back_whole():
+    module = SourceModule(Path("m.py"), "m.py", "m", False, NOT_ASCII,
+                          parse_text(NOT_ASCII, "m.py"))
+    assert module.text == NOT_ASCII
+    assert module.size == len(NOT_ASCII)
+    # The emoji makes a `str` of 4 bytes a character; the module holds the UTF-8 instead.
+    assert sys.getsizeof(module._text) < sys.getsizeof(NOT_ASCII) // 2
+    assert module.start(module.tree.body[0]).row == 1  # positions read the decoded text
+
+
+def test_an_ascii_module_text_is_kept_as_given():
+    text = "x = 1\n"
+    module = SourceModule(Path("m.py"), "m.py", "m", False, text, parse_text(text, "m.py"))
+    assert module._text is text
+
+
+def test_the_summary_store_holds_no_text_it_was_asked_about(tmp_path):
+    store = SummaryStore(tmp_path / "store")
+    first = "".join(["x = 1  # é\n"] * 50)  # a fresh object, as a decoded project text is
+    held = sys.getrefcount(first)
+    store.fact(first, "size", len, lambda value: value, int)
+    store.fact(first, "lines", str.count.__get__(first), lambda value: value, int)
+    store.fact("y = 2\n", "size", len, lambda value: value, int)  # the next text asked about
+    assert sys.getrefcount(first) == held
+    assert store.fact(first, "size", len, lambda value: value, int) == len(first)
+
+
+def test_a_parsed_module_shares_the_text_the_searches_read(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    path = tmp_path / "pkg" / "mod.py"
+    path.write_text("def f(x):\n    return x\n")
+    project = Project([tmp_path])
+    searched = project.source_text(path)
+    module = project.module_at(path)
+    assert module is not None and module.text is searched
+
+
+def test_a_module_whose_text_differs_from_the_searched_one_keeps_its_own(tmp_path):
+    """The text searches read with errors replaced; a module is decoded as Python would
+    (here, Latin-1 by its coding line): the two differ and the module keeps its own."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    path = tmp_path / "pkg" / "mod.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nNAME = '\xe9'\n")
+    project = Project([tmp_path])
+    searched = project.source_text(path)
+    module = project.module_at(path)
+    assert module is not None and module.text != searched
+    assert "NAME = 'é'" in module.text
+
+
+def test_after_a_file_the_last_cpython_tree_is_not_kept(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    path = tmp_path / "pkg" / "mod.py"
+    path.write_text("def f(x):\n    return x\n")
+    project = Project([tmp_path])
+    project.module_at(path)
+    assert project._last_parse is not None
+    project.forget_file_state()
+    assert project._last_parse is None
+
+
+def resident_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4  # resident pages of 4 KiB
+
+
+@pytest.mark.skipif(memory._malloc_trim() is None, reason="no glibc malloc_trim here")
+def test_free_heap_pages_go_back_to_the_system():
+    # Blocks past CPython's small-object limit come from the C heap; keeping every 64th
+    # pins the heap's top, so only malloc_trim can give the free pages between them back.
+    blocks = [bytes(4000) + i.to_bytes(4, "little") for i in range(40_000)]
+    kept = blocks[::64]
+    del blocks
+    before = resident_kib()
+    memory.release_free_memory()
+    after = resident_kib()
+    assert len(kept) == 625
+    assert before - after > 50_000  # of the ~155 MiB freed, well over 50 MiB returned
+
+
+def test_releasing_memory_is_harmless_where_the_c_library_cannot(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    memory._malloc_trim.cache_clear()
+    try:
+        assert memory._malloc_trim() is None
+        memory.release_free_memory()
+    finally:
+        monkeypatch.undo()
+        memory._malloc_trim.cache_clear()
