@@ -30,6 +30,14 @@ def test_a_module_keeps_a_text_not_all_ascii_as_utf8_and_gives_it_back_whole():
     assert module.start(module.tree.body[0]).row == 1  # positions read the decoded text
 
 
+def test_a_lone_surrogate_comes_back_whole():
+    """A notebook's JSON may spell one (`"\\ud800"`); CPython's parser refuses such a text
+    today, but keeping it must not be what fails."""
+    text = 'NAME = "\ud800"\n'
+    module = SourceModule(Path("m.py"), "m.py", "m", False, text, parse_text("NAME = 1\n", "m.py"))
+    assert module.text == text
+
+
 def test_an_ascii_module_text_is_kept_as_given():
     text = "x = 1\n"
     module = SourceModule(Path("m.py"), "m.py", "m", False, text, parse_text(text, "m.py"))

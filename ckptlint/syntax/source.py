@@ -70,7 +70,9 @@ class SourceModule:
         self.name = name  # dotted module name ("" when unknown)
         self.is_package = is_package
         self.size = len(text)  # in characters
-        self._text: str | bytes = text if text.isascii() else text.encode("utf-8")
+        # `surrogatepass`: a notebook's JSON may hold a lone surrogate; it comes back whole.
+        self._text: str | bytes = (text if text.isascii()
+                                   else text.encode("utf-8", "surrogatepass"))
         self.tree = tree
         # Where CPython puts each statement (`reading.statement_starts`), when known:
         # positions then cost a pass over the statement asked about, not over the file.
@@ -83,7 +85,7 @@ class SourceModule:
     @property
     def text(self) -> str:
         text = self._text
-        return text.decode("utf-8") if isinstance(text, bytes) else text
+        return text.decode("utf-8", "surrogatepass") if isinstance(text, bytes) else text
 
     @cached_property
     def scopes(self) -> ScopeBuilder:
