@@ -5,8 +5,10 @@ child-wrapped vs parent-wrapped boundaries. Real torch on CPU, real child proces
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +30,17 @@ MISSING = {
     "hf": None if HF_TORCH else "transformers' torch models need a newer torch than this one",
     "hf_eval": None if HF_TORCH else "transformers' torch models need a newer torch than this one",
 }
-_SAC_OUT = os.path.join(tempfile.mkdtemp(prefix="ckptlint-sac-"), "expected.json")
+
+
+def temporary_folder(prefix: str) -> str:
+    """A folder for a scenario's side files, removed when the test process ends (the
+    scenarios are built when this module is collected, even when none of them runs)."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+_SAC_OUT = os.path.join(temporary_folder("ckptlint-sac-"), "expected.json")
 
 SCENARIOS = {
     "hf": (("--format", "json", "hf_models.py"), (PY, "hf_models.py", "all"), None),
@@ -42,7 +54,8 @@ SCENARIOS = {
                (PY, "toys.py", "mlp"), None),
     "budget_broken": (("--format", "json", "--memory-budget", "600KiB", "--verify", "toys.py"),
                       (PY, "toys.py", "mlp-once"),
-                      {"CKPT_TEST_MARKER": os.path.join(tempfile.mkdtemp(), "ran")}),
+                      {"CKPT_TEST_MARKER": os.path.join(temporary_folder("ckptlint-marker-"),
+                                                        "ran")}),
 }
 
 
