@@ -37,7 +37,9 @@ from ckptlint.syntax.reading import (
     Limits,
     SourceError,
     check_nodes,
+    compact_text,
     decode_source,
+    full_text,
     read_bytes,
     statement_starts,
 )
@@ -101,9 +103,8 @@ class Project:
         self._files: list[Path] | None = None
         # For a root that is an environment folder: the names of its entries being linted.
         self._linted_entries: dict[Path, set[str]] = {}
-        # Project files' texts for the text searches; one not all ASCII is kept as UTF-8
-        # (a `str` holding one character past Latin-1 takes 2 or 4 bytes for each: most of
-        # the texts' memory) and decoded when asked for.
+        # Project files' texts for the text searches, as `compact_text` keeps them (a text
+        # not all ASCII was most of their memory).
         self._texts: dict[Path, str | bytes | None] = {}
         self._text_signatures: dict[Path, Signature] = {}  # each file's when its text was read
         # Every path looked at to resolve names, found or not, is recorded here (the engine
@@ -263,12 +264,12 @@ class Project:
                     self._texts[path] = None
                 else:
                     text = path.read_text(encoding="utf-8", errors="replace")
-                    self._texts[path] = text if text.isascii() else text.encode("utf-8")
+                    self._texts[path] = compact_text(text)
                     self._text_signatures[path] = signature(info)
             except OSError:
                 self._texts[path] = None
         kept = self._texts[path]
-        return kept.decode("utf-8") if isinstance(kept, bytes) else kept
+        return full_text(kept) if kept is not None else None
 
     def signed_text(self, path: Path) -> SignedText:
         """`source_text`, and the file's stat signature taken before it was read: for facts

@@ -141,6 +141,18 @@ def declares_encoding(data: bytes) -> bool:
     return b"coding" in (data[:second] if second >= 0 else data)
 
 
+def compact_text(text: str) -> str | bytes:
+    """A text kept for a run (the project's text searches, a parsed module): one not all
+    ASCII as UTF-8, since a `str` holding one character past Latin-1 takes 2 or 4 bytes for
+    each. `surrogatepass`: a notebook's JSON may spell a lone surrogate; it comes back whole."""
+    return text if text.isascii() else text.encode("utf-8", "surrogatepass")
+
+
+def full_text(kept: str | bytes) -> str:
+    """The text `compact_text` kept."""
+    return kept.decode("utf-8", "surrogatepass") if isinstance(kept, bytes) else kept
+
+
 # Per top-level statement of CPython's tree: its first row (its first decorator's, if any)
 # and, for a class, the first rows of its body's statements.
 # Each statement's first row, with its body's statements for a `class` or `def`.

@@ -17,7 +17,9 @@ from ckptlint.syntax.reading import (  # noqa: F401
     SourceError,
     StatementStarts,
     check_syntax,
+    compact_text,
     decode_source,
+    full_text,
 )
 
 
@@ -58,9 +60,8 @@ def line_map(text: str, module: cst.Module) -> list[int] | None:
 class SourceModule:
     """One parsed file of the project: its text, tree, scopes and positions.
 
-    A text not all ASCII is kept as UTF-8 and decoded when asked for: a `str` holding one
-    character past Latin-1 takes 2 or 4 bytes for each, and the modules kept from one
-    analysed file to the next are most of a worker's memory.
+    Its text is kept as `compact_text` keeps it: the modules kept from one analysed file to
+    the next are most of a worker's memory.
     """
 
     def __init__(self, path: Path, display: str, name: str, is_package: bool, text: str,
@@ -70,9 +71,7 @@ class SourceModule:
         self.name = name  # dotted module name ("" when unknown)
         self.is_package = is_package
         self.size = len(text)  # in characters
-        # `surrogatepass`: a notebook's JSON may hold a lone surrogate; it comes back whole.
-        self._text: str | bytes = (text if text.isascii()
-                                   else text.encode("utf-8", "surrogatepass"))
+        self._text = compact_text(text)
         self.tree = tree
         # Where CPython puts each statement (`reading.statement_starts`), when known:
         # positions then cost a pass over the statement asked about, not over the file.
@@ -84,8 +83,7 @@ class SourceModule:
 
     @property
     def text(self) -> str:
-        text = self._text
-        return text.decode("utf-8", "surrogatepass") if isinstance(text, bytes) else text
+        return full_text(self._text)
 
     @cached_property
     def scopes(self) -> ScopeBuilder:
