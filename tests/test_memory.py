@@ -16,8 +16,15 @@ from ckptlint.analysis.project import Project
 from ckptlint.analysis.summary_store import SummaryStore
 from ckptlint.engine import memory
 from ckptlint.syntax.source import SourceModule, parse_text
+from tests.cli_helpers import write_project
 
 NOT_ASCII = 'def f(x):\n    """Scale 🙂 by two."""\n    return x * 2\n'
+
+
+def project_with_module(root: Path, content: str | bytes) -> tuple[Project, Path]:
+    """A project whose package `pkg` holds `mod.py` with `content`."""
+    write_project(root, {"pkg/__init__.py": "", "pkg/mod.py": content})
+    return Project([root]), root / "pkg" / "mod.py"
 
 
 def test_a_module_keeps_a_text_not_all_ascii_as_utf8_and_gives_it_back_whole():
@@ -56,11 +63,7 @@ def test_the_summary_store_holds_no_text_it_was_asked_about(tmp_path):
 
 
 def test_a_parsed_module_shares_the_text_the_searches_read(tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    path = tmp_path / "pkg" / "mod.py"
-    path.write_text("def f(x):\n    return x\n")
-    project = Project([tmp_path])
+    project, path = project_with_module(tmp_path, "def f(x):\n    return x\n")
     searched = project.source_text(path)
     module = project.module_at(path)
     assert module is not None and module.text is searched
@@ -69,11 +72,8 @@ def test_a_parsed_module_shares_the_text_the_searches_read(tmp_path):
 def test_a_module_whose_text_differs_from_the_searched_one_keeps_its_own(tmp_path):
     """The text searches read with errors replaced; a module is decoded as Python would
     (here, Latin-1 by its coding line): the two differ and the module keeps its own."""
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    path = tmp_path / "pkg" / "mod.py"
-    path.write_bytes(b"# -*- coding: latin-1 -*-\nNAME = '\xe9'\n")
-    project = Project([tmp_path])
+    project, path = project_with_module(tmp_path,
+                                        b"# -*- coding: latin-1 -*-\nNAME = '\xe9'\n")
     searched = project.source_text(path)
     module = project.module_at(path)
     assert module is not None and module.text != searched
@@ -81,11 +81,7 @@ def test_a_module_whose_text_differs_from_the_searched_one_keeps_its_own(tmp_pat
 
 
 def test_after_a_file_the_last_cpython_tree_is_not_kept(tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    path = tmp_path / "pkg" / "mod.py"
-    path.write_text("def f(x):\n    return x\n")
-    project = Project([tmp_path])
+    project, path = project_with_module(tmp_path, "def f(x):\n    return x\n")
     project.module_at(path)
     assert project._last_parse is not None
     project.forget_file_state()
