@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
 import libcst as cst
+from libcst._nodes.base import CSTNode
 
 from ckptlint.analysis.scopes import ScopeBuilder, build_scopes
 from ckptlint.findings import Position
@@ -28,11 +31,34 @@ def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst
     if not syntax_checked:
         check_syntax(text, filename)
     try:
-        return cst.parse_module(text)
+        with nodes_unchecked():
+            return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
         raise SourceError(f"syntax error: {error.message} (line {error.raw_line})") from None
     except RecursionError:
         raise SourceError("nesting too deep to parse") from None
+
+
+def _unchecked(node: CSTNode) -> None:
+    """`CSTNode.__post_init__` while parsing: no validation."""
+
+
+@contextmanager
+def nodes_unchecked() -> Iterator[None]:
+    """libcst nodes built meanwhile skip their validation (`CSTNode._validate`).
+
+    The native parser builds every node through its dataclass constructor, whose
+    `__post_init__` validates it (whitespace, parentheses, operators): a sixth of the parse,
+    and pointless for text CPython accepted, which `parse_text` checks first (libcst's own
+    comment in `CSTNode.__post_init__` says as much). Only the parse runs unchecked: nodes
+    the fixes build are validated as usual.
+    """
+    checked = CSTNode.__dict__["__post_init__"]
+    CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CSTNode.__post_init__ = checked  # type: ignore[method-assign]
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # lines as Python counts them
