@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ckptlint.analysis.apis import BUILTIN_APIS, SiteKind
 from ckptlint.analysis.changes import ChangeHow
 from ckptlint.analysis.segment import CONTAINER_MUTATORS, FRAMEWORK_PACKAGES, is_mutator
+from ckptlint.syntax.ast_nodes import child_nodes, walk_nodes
 
 FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook",
                            "register_module_forward_hook", "register_module_forward_pre_hook"})
@@ -212,7 +213,7 @@ class _Summarizer:
         visit = self.VISITS.get(type(node))
         if visit is not None and not visit(self, node, function, names, cls, guards):
             return
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if type(child) not in LEAF_TYPES:
                 self.walk(child, function, names, cls, guards)
 
@@ -408,7 +409,7 @@ class _Summarizer:
         if param is not None:
             if param.annotation is None:
                 return "unknown", set()
-            dotted_names = (dotted(n) for n in ast.walk(param.annotation)
+            dotted_names = (dotted(n) for n in walk_nodes(param.annotation)
                             if isinstance(n, ast.expr))
             return "typed", {last_part(n) for n in dotted_names if n} - {"Optional"}
         if name in function.loops:
@@ -487,7 +488,7 @@ def is_super_call(node: ast.expr) -> bool:
 
 def called_names(node: ast.AST) -> set[str]:
     """The last parts of the names called anywhere in `node` (`nn.ModuleList`, `Block`)."""
-    return {last_part(name) for call in ast.walk(node) if isinstance(call, ast.Call)
+    return {last_part(name) for call in walk_nodes(node) if isinstance(call, ast.Call)
             for name in [dotted(call.func)] if name}
 
 
@@ -505,7 +506,7 @@ def written_targets(node: ast.AST) -> Iterator[tuple[ast.Attribute, ChangeHow, b
             if isinstance(target, ast.Attribute):
                 text = ast.unparse(target)
                 reads_itself = any(isinstance(sub, ast.Attribute) and ast.unparse(sub) == text
-                                   for sub in ast.walk(value))
+                                   for sub in walk_nodes(value))
                 yield target, ChangeHow.REASSIGNED, reads_itself
             inner = mutated_attribute(target)
             if inner is not None:
@@ -569,7 +570,7 @@ def loop_names(target: ast.expr, iterated: ast.expr) -> Iterator[tuple[str, ast.
 def isinstance_names(test: ast.expr) -> dict[str, set[str]]:
     """Names an `if` test checks with `isinstance(name, ...)`, and the class names."""
     found: dict[str, set[str]] = {}
-    for call in ast.walk(test):
+    for call in walk_nodes(test):
         if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                 and call.func.id == "isinstance" and len(call.args) == 2
                 and isinstance(call.args[0], ast.Name)):
@@ -586,12 +587,12 @@ def backward_names(call: ast.Call) -> set[str]:
     func = call.func
     names = call_names(call)
     if isinstance(func, ast.Attribute) and not call.args:
-        names |= {n.id for n in ast.walk(func.value) if isinstance(n, ast.Name)}
+        names |= {n.id for n in walk_nodes(func.value) if isinstance(n, ast.Name)}
     return names
 
 
 def call_names(call: ast.Call) -> set[str]:
-    return {n.id for argument in call.args for n in ast.walk(argument) if isinstance(n, ast.Name)}
+    return {n.id for argument in call.args for n in walk_nodes(argument) if isinstance(n, ast.Name)}
 
 
 def window_start(function: ast.AST, row: int, needed: set[str],
@@ -662,12 +663,12 @@ def child_block(statement: ast.stmt, row: int) -> tuple[list[ast.stmt], bool] | 
 
 
 def assigned_names(statement: ast.stmt) -> set[str]:
-    return {n.id for n in ast.walk(statement)
+    return {n.id for n in walk_nodes(statement)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def read_names(statement: ast.stmt) -> set[str]:
-    return {n.id for n in ast.walk(statement)
+    return {n.id for n in walk_nodes(statement)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
@@ -675,7 +676,7 @@ def is_model_like(statement: ast.stmt, imports: dict[str, str]) -> bool:
     """The statement calls something that may run a model: not only data movement
     (`.to(device)`), builtins (`next`, `len`) and framework functions (`torch.cat`); a
     checkpoint call (`checkpoint(block, x)`) runs one."""
-    for node in ast.walk(statement):
+    for node in walk_nodes(statement):
         if not isinstance(node, ast.Call):
             continue
         func = node.func

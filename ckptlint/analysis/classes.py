@@ -34,6 +34,7 @@ from typing import Any
 
 from ckptlint.analysis.reexports import reexports
 from ckptlint.storage.plain_data import ShapeError, want_dict, want_list, want_str, want_strs
+from ckptlint.syntax.ast_nodes import child_nodes, walk_nodes
 from ckptlint.syntax.reading import bound_name
 
 BASE_KINDS = ("import", "class", "unbound")
@@ -98,7 +99,7 @@ def import_lines(body: list[ast.stmt], lines: dict[str, list[int]]) -> dict[str,
                 name = alias.asname or alias.name.split(".")[0]
                 lines.setdefault(name, []).append(statement.end_lineno or statement.lineno)
         elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for inner in ast.iter_child_nodes(statement):
+            for inner in child_nodes(statement):
                 if isinstance(inner, ast.stmt):
                     import_lines([inner], lines)
                 elif isinstance(inner, (ast.ExceptHandler, ast.match_case)):
@@ -110,7 +111,7 @@ def binding_counts(tree: ast.Module) -> Counter[str]:
     """How often each name is bound other than by an import, in any scope (`global` counts
     too): more than the module level binds, so a count of 0 or 1 is certain there."""
     counts: Counter[str] = Counter()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             counts.update(node.names)
         elif (name := bound_name(node)) is not None:
@@ -121,7 +122,7 @@ def binding_counts(tree: ast.Module) -> Counter[str]:
 def _members(statement: ast.ClassDef) -> tuple[frozenset[str], frozenset[str]]:
     methods: set[str] = set()
     assigned: set[str] = set()
-    for node in ast.walk(statement):
+    for node in walk_nodes(statement):
         if node is statement:
             continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

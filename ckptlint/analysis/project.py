@@ -33,6 +33,7 @@ from ckptlint.storage.plain_data import (
     want_str,
     want_strs,
 )
+from ckptlint.syntax.ast_nodes import child_nodes, walk_nodes
 from ckptlint.syntax.reading import (
     Limits,
     SourceError,
@@ -504,9 +505,9 @@ def module_bindings(tree: ast.Module, text: str) -> ModuleBindings:
         if isinstance(node, nested):
             pending.extend(node.decorator_list if not isinstance(node, ast.Lambda) else ())
             continue  # its body binds in its own scope
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
     if "global" in text:
-        names.update(name for node in ast.walk(tree) if isinstance(node, ast.Global)
+        names.update(name for node in walk_nodes(tree) if isinstance(node, ast.Global)
                      for name in node.names)
     return frozenset(names), tuple(imported)
 

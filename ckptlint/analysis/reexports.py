@@ -21,6 +21,7 @@ import ast
 from typing import Any
 
 from ckptlint.storage.plain_data import ShapeError, want_dict, want_int, want_list, want_str
+from ckptlint.syntax.ast_nodes import child_nodes
 from ckptlint.syntax.modnames import resolve_relative
 from ckptlint.syntax.reading import bound_name
 
@@ -81,7 +82,7 @@ def _other_bound_names(tree: ast.Module) -> set[str]:
             names.update(node.names)
         elif (name := bound_name(node)) is not None:
             names.add(name)
-        pending.extend(ast.iter_child_nodes(node))  # nested bodies too: for `global`
+        pending.extend(child_nodes(node))  # nested bodies too: for `global`
     return names
 
 

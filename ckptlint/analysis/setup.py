@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptlint.screen.confirm import called_name
 from ckptlint.storage.plain_data import read_json, read_regular_file
+from ckptlint.syntax.ast_nodes import walk_nodes
 from ckptlint.syntax.modnames import resolve_relative
 
 if TYPE_CHECKING:
@@ -362,7 +363,7 @@ class SetupReader:
             return
         self.read_paths.add(path)
         constants = module_constants(tree)
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             if isinstance(node, ast.Call):
                 self.read_call(path, node, constants)
             elif isinstance(node, ast.Assign) and is_false(node.value) and any(
@@ -573,7 +574,7 @@ def import_statements(text: str) -> Iterator[ast.Module]:
 def imported_names(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
     """Dotted names of the modules a file imports (`from a import b`: `a` and `a.b`),
     relative imports made absolute from the file's `module`."""
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -25,6 +25,7 @@ from pathlib import Path
 from ckptlint.analysis.project import Project
 from ckptlint.screen.confirm import may_hand_roll
 from ckptlint.storage.plain_data import ShapeError, want_list, want_str, want_strs
+from ckptlint.syntax.ast_nodes import walk_nodes
 from ckptlint.syntax.modnames import resolve_relative
 
 # `class Name(bases):` (the bases may span lines); the names in the bases, keywords left out.
@@ -86,7 +87,7 @@ class TextIndex:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         bound: set[str] = set()
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             if isinstance(node, ast.Import):
                 bound.update(alias.name if alias.asname else alias.name.split(".")[0]
                              for alias in node.names)

@@ -54,6 +54,7 @@ from typing import cast
 
 from ckptlint.analysis import apis
 from ckptlint.screen.prefilter import has_star_import
+from ckptlint.syntax.ast_nodes import node_fields, walk_nodes
 from ckptlint.syntax.modnames import resolve_relative
 
 # Attribute names whose call may be a site whatever the file imports (see above).
@@ -309,7 +310,7 @@ def unbound_names(tree: ast.Module) -> set[str]:
     those a star import may provide."""
     loaded: set[str] = set()
     bound: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         kind = type(node)
         if kind is ast.Name:
             name = cast(ast.Name, node)
@@ -334,25 +335,17 @@ def function_returns(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterat
             yield cast(ast.expr, cast(ast.Return, node).value)
 
 
-# Fields that never hold a call, an assignment or a class: expression contexts and operators.
-_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops", "type_ignores"})
 _LEAVES = (ast.Name, ast.Constant, ast.alias, ast.arg)
-_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def walk(tree: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of `tree` (as `ast.walk`, in another order), skipping contexts and operators."""
+    """The nodes of `tree` (as `walk_nodes`, in another order), names, constants, aliases and
+    arguments left out: they never hold a call, an assignment or a class."""
     stack = [tree]
-    fields_of = _FIELDS
     while stack:
         node = stack.pop()
         yield node
-        kind = type(node)
-        fields = fields_of.get(kind)
-        if fields is None:
-            fields = fields_of[kind] = tuple(
-                name for name in kind._fields if name not in _SKIPPED_FIELDS)
-        for name in fields:
+        for name in node_fields(type(node)):
             value = getattr(node, name, None)
             if isinstance(value, list):
                 stack.extend(item for item in value
@@ -429,7 +422,7 @@ def reruns_in_backward(node: ast.ClassDef) -> bool:
     return any(isinstance(inner, ast.With) and any(
         isinstance(item.context_expr, ast.Call)
         and called_name(item.context_expr.func) in apis.GRAD_ON_WORDS
-        for item in inner.items) for inner in ast.walk(backward))
+        for item in inner.items) for inner in walk_nodes(backward))
 
 
 def called_name(func: ast.expr) -> str | None:
