@@ -39,7 +39,7 @@ def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst
         raise SourceError("nesting too deep to parse") from None
 
 
-def _unchecked(node: CSTNode) -> None:
+def _unchecked(self: CSTNode) -> None:
     """`CSTNode.__post_init__` while parsing: no validation."""
 
 
