@@ -51,6 +51,15 @@ def test_an_ascii_module_text_is_kept_as_given():
     assert module._text is text
 
 
+@pytest.mark.parametrize("content", ["x = 'scale'\n", NOT_ASCII])
+def test_a_text_search_answers_on_the_kept_text_as_on_the_decoded_one(tmp_path, content):
+    project, path = project_with_module(tmp_path, content)
+    text = project.source_text(path)
+    for words in [("scale",), ("Scale", "🙂"), ("🙂", "absent"), ("x",), ("def", "return")]:
+        assert project.text_holds(path, *words) == all(word in text for word in words), words
+    assert not project.text_holds(tmp_path / "missing.py", "x")
+
+
 def test_the_summary_store_holds_no_text_it_was_asked_about(tmp_path):
     store = SummaryStore(tmp_path / "store")
     first = "".join(["x = 1  # é\n"] * 50)  # a fresh object, as a decoded project text is

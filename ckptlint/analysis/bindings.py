@@ -464,9 +464,9 @@ class BindingModel:
         imported_change = changes_through_name(name)
         changes: list[Change] = []
         for path in self.project.source_files():
-            text = self.project.source_text(path)
-            if not text or name not in text or short not in text:
+            if not self.project.text_holds(path, name, short):
                 continue
+            text = self.project.source_text(path) or ""
             lines = lines_holding(text, short)
             candidate = ((direct in text and direct_write.search(text) is not None)
                          or (any(from_import.match(line) for line in lines)

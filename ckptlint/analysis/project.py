@@ -272,6 +272,19 @@ class Project:
         kept = self._texts[path]
         return full_text(kept) if kept is not None else None
 
+    def text_holds(self, path: Path, *words: str) -> bool:
+        """Whether the file's text (`source_text`) holds every one of `words`, tested on the
+        text as kept: a text not all ASCII is not decoded for it (a project-wide scan asks
+        this of every file)."""
+        if path not in self._texts:
+            self.source_text(path)
+        kept = self._texts[path]
+        if kept is None:
+            return False
+        if isinstance(kept, bytes):
+            return all(word.encode("utf-8", "surrogatepass") in kept for word in words)
+        return all(word in kept for word in words)
+
     def signed_text(self, path: Path) -> SignedText:
         """`source_text`, and the file's stat signature taken before it was read: for facts
         the summary store keeps by path (`SummaryStore.path_fact`)."""
