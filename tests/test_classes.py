@@ -13,7 +13,7 @@ import libcst as cst
 import pytest
 
 from ckptlint.analysis.classes import module_classes, plain_classes, stored_classes
-from ckptlint.analysis.resolve import ClassValue, SelfAssignmentCollector, binds_before
+from ckptlint.analysis.resolve import ClassValue, SelfAssignmentCollector
 from ckptlint.analysis.scopes import BindingKind, dotted_name
 from ckptlint.analysis.summary_store import FORMAT, text_digest
 from ckptlint.config import Config
@@ -83,15 +83,15 @@ def assert_same_as_scopes(text: str, filename: str) -> int:
             (written, "") for written, _ in summary.bases], name
         for arg, (written, kind) in zip(node.bases, summary.bases):
             head = module_scope.bindings.get(written.split(".")[0], [])
-            at = module.start(arg.value)
+            order = module.node_order(module.tree)
             if kind == "unbound":
                 assert not head, name
             elif kind == "class":
                 assert len(head) == 1 and isinstance(head[0].node, cst.ClassDef), name
-                assert binds_before(head[0], at, module), name
+                assert order.ends_before(head[0].node, arg.value), name
             else:
                 assert head and all(b.kind == BindingKind.IMPORT for b in head), name
-                assert all(binds_before(b, at, module) for b in head), name
+                assert all(order.ends_before(b.node, arg.value) for b in head), name
         class_scope = module.scopes.scope_of[id(node)]
         methods = {method for method, bindings in class_scope.bindings.items()
                    if any(isinstance(b.node, cst.FunctionDef) for b in bindings)}

@@ -38,7 +38,6 @@ from ckptlint.analysis.scopes import (
     live_bindings,
 )
 from ckptlint.analysis.textindex import TextIndex, text_index
-from ckptlint.findings import Position
 from ckptlint.syntax.reading import SourceError
 from ckptlint.syntax.source import SourceModule
 from ckptlint.syntax.walk import Visitor
@@ -1112,8 +1111,13 @@ def reaching(bindings: list[Binding], use: cst.Name, module: SourceModule,
         scope = scope.parent
     if bindings[0].scope is not scope:
         return live_bindings(bindings)
-    at = module.start(use)
-    before = [binding for binding in bindings if binds_before(binding, at, module)]
+    order = module.node_order(scope.node)
+    if not order.holds(use, *(binding.node for binding in bindings)):
+        return live_bindings(bindings)
+    # A loop's target is bound before its body runs.
+    before = [binding for binding in bindings
+              if (order.starts_before(binding.node, use) if binding.kind == BindingKind.FOR
+                  else order.ends_before(binding.node, use))]
     return live_bindings(before or bindings)
 
 
@@ -1137,13 +1141,6 @@ def definition_pattern(attr: str, assigned_too: bool) -> re.Pattern[str]:
     name = re.escape(attr)
     assigned = rf"|\bself\s*\.\s*{name}\s*(?::|=(?!=))" if assigned_too else ""
     return re.compile(rf"\bdef\s+{name}\b{assigned}")
-
-
-def binds_before(binding: Binding, at: Position, module: SourceModule) -> bool:
-    start, end = module.span(binding.node)
-    if binding.kind == BindingKind.FOR:  # the loop's target is bound before its body runs
-        return (start.row, start.column) <= (at.row, at.column)
-    return (end.row, end.column) <= (at.row, at.column)
 
 
 def is_method(function: FunctionValue) -> bool:

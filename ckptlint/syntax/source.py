@@ -13,6 +13,7 @@ from libcst._nodes.base import CSTNode
 
 from ckptlint.analysis.scopes import ScopeBuilder, build_scopes
 from ckptlint.findings import Position
+from ckptlint.syntax.node_order import NodeOrder
 from ckptlint.syntax.positions import LONE_CONTINUATION, Positions
 
 # Reading and CPython syntax checks live in the libcst-free `reading` module (re-exported).
@@ -103,6 +104,7 @@ class SourceModule:
         # positions then cost a pass over the statement asked about, not over the file.
         self.statement_starts = statement_starts
         self._positions: Positions | None = None
+        self._orders: dict[int, NodeOrder] = {}  # by id of the root
 
     def __repr__(self) -> str:
         return f"SourceModule({self.display!r})"
@@ -126,14 +128,23 @@ class SourceModule:
                                     for line in (start_line, end_line))
         return Position(start_line, start_column + 1), Position(end_line, end_column + 1)
 
+    def node_order(self, root: cst.CSTNode) -> NodeOrder:
+        """The nodes under `root` (a function, say) in code order, numbered once."""
+        order = self._orders.get(id(root))
+        if order is None:
+            order = self._orders[id(root)] = NodeOrder(root)
+        return order
+
     def forget_positions(self) -> None:
         self._positions = None
+        self._orders = {}
 
     def release(self) -> None:
         """Unlink what was derived from the tree (a module dropped is not used again): its
         scopes and bindings refer to each other, which would keep the tree alive until the
         next full garbage collection."""
         self._positions = None
+        self._orders = {}
         scopes = self.__dict__.pop("scopes", None)
         if scopes is not None:
             scopes.release()
