@@ -248,18 +248,20 @@ class SiteFinder(Visitor):
         self._returns: dict[int, tuple[cst.FunctionDef, list[cst.BaseExpression]]] = {}
         self._methods: dict[tuple[int, str], tuple[cst.ClassDef, FunctionValue | None]] = {}
 
-    # -- scope tracking ----------------------------------------------------------------
-    def on_visit(self, node: cst.CSTNode) -> bool:
+    # -- scope tracking: a node that makes a scope (`ScopeBuilder`) pushes it while walked --
+    def push_scope(self, node: cst.CSTNode) -> None:
         scope = self.scopes.scope_of.get(id(node))
-        if scope is not None and scope.kind != ScopeKind.MODULE:
+        if scope is not None:
             self.stack.append(scope)
-        return super().on_visit(node)
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
-        scope = self.scopes.scope_of.get(id(original_node))
-        if scope is not None and scope.kind != ScopeKind.MODULE:
+    def pop_scope(self, node: cst.CSTNode) -> None:
+        if id(node) in self.scopes.scope_of:
             self.stack.pop()
+
+    visit_FunctionDef = visit_Lambda = push_scope
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = push_scope
+    leave_FunctionDef = leave_Lambda = leave_ClassDef = pop_scope
+    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = pop_scope
 
     @property
     def scope(self) -> Scope:
@@ -267,6 +269,7 @@ class SiteFinder(Visitor):
 
     # -- sites -------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.push_scope(node)
         outer = self.stack[-2] if len(self.stack) > 1 else self.stack[-1]
         base = self.layer_base(node, outer, 0)
         class_scope = self.scopes.scope_of[id(node)]
