@@ -306,6 +306,34 @@ def test_positions_match_position_provider_on_torch_files() -> None:
         assert_same_positions((TORCH / relative).read_text(encoding="utf-8"))
 
 
+def assert_definition_rows(text: str) -> int:
+    """A `def`'s row read from CPython's rows is its first decorator's (or its own) as
+    PositionProvider gives it; returns how many were read so."""
+    module = cst.parse_module(text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    anchored = Positions(module, text, statement_starts(ast.parse(text)))
+    answered = 0
+    for node in expected:
+        if isinstance(node, cst.FunctionDef):
+            row = anchored.definition_row(node)
+            first = node.decorators[0] if node.decorators else node
+            assert row is None or row == expected[first].start.line, text
+            answered += row is not None
+    return answered
+
+
+def test_definition_rows_of_functions_and_methods_need_no_pass() -> None:
+    # m, inner, one_line, f: in a class's, a function's or the module's body
+    assert assert_definition_rows(POSITION_SAMPLES["nested_definitions"]) == 4
+
+
+def test_definition_rows_without_a_pass() -> None:
+    answered = sum(assert_definition_rows(text) for text in POSITION_SAMPLES.values())
+    answered += sum(assert_definition_rows(path.read_text(encoding="utf-8"))
+                    for path in python_files(FIXTURES)[:40])
+    assert answered > 30
+
+
 HAND_ROLLED_CLASS = (
     "import torch\n\n\n"
     "class CheckpointFunction(torch.autograd.Function):\n"

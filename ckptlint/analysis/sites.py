@@ -183,10 +183,8 @@ class Site:
         refs = []
         for target in self.targets:
             node = target.node
-            first: cst.CSTNode = node
-            if isinstance(node, cst.FunctionDef) and node.decorators:
-                first = node.decorators[0]
-            row = target.module.start(first).row
+            row = (target.module.definition_row(node) if isinstance(node, cst.FunctionDef)
+                   else target.module.start(node).row)
             refs.append(TargetRef(target.module.display, row, target.qualname))
         return tuple(refs)
 

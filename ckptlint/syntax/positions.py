@@ -143,6 +143,19 @@ class _Anchored:
         return ((anchor.row + start[0], start[1]),
                 (anchor.row + end[0], end[1]))
 
+    def definition_row(self, node: cst.FunctionDef) -> int | None:
+        """The row of a `def` anchored as a statement of its own (its first decorator's),
+        from CPython's rows without a pass over it; None when it is not one, or when the
+        line there does not start the statement."""
+        anchor = self._anchor_of(node)
+        if anchor is None or anchor.statement is not node:
+            return None
+        row = anchor.row + len(node.leading_lines)
+        if not 1 <= row < len(self.text_lines):
+            return None
+        line = self.text[self.text_lines[row - 1]:self.text_lines[row]].lstrip()
+        return row if line.startswith("@" if node.decorators else ("def", "async")) else None
+
     def _anchor_of(self, node: cst.CSTNode) -> _Anchor | None:
         """Statements are marked in order until one holds the node (most questions are
         about a few methods: the rest of the file is never walked)."""
@@ -295,6 +308,17 @@ class Positions:
         offset = self._offsets[index]
         line = bisect.bisect_right(self._line_starts, offset) - 1
         return line + 1, offset - self._line_starts[line]
+
+    def definition_row(self, node: cst.FunctionDef) -> int | None:
+        """The 1-based row of a `def`'s first decorator, or of the `def` itself, when it is
+        known without a pass (`_Anchored.definition_row`)."""
+        if self._anchored is None:
+            return None
+        try:
+            return self._anchored.definition_row(node)
+        except _Mismatch:
+            self._anchored = None
+            return None
 
     def range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         """((start line, start column), (end line, end column)); KeyError if not in the tree."""

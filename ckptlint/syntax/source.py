@@ -156,6 +156,17 @@ class SourceModule:
     def start(self, node: cst.CSTNode) -> Position:
         return self.span(node)[0]
 
+    def definition_row(self, node: cst.FunctionDef) -> int:
+        """The row of a `def`'s first decorator, or of the `def` when it has none: read from
+        CPython's rows where the statement is anchored (a method's or function's position
+        would otherwise cost a pass over its whole body)."""
+        if self._positions is None:
+            self._positions = Positions(self.tree, self.text, self.statement_starts)
+        row = self._positions.definition_row(node)
+        if row is None or self._rows is not None:
+            return self.start(node.decorators[0] if node.decorators else node).row
+        return row
+
     def code(self, node: cst.CSTNode) -> str:
         return self.tree.code_for_node(node)
 
