@@ -9,7 +9,6 @@ from functools import cached_property
 from pathlib import Path
 
 import libcst as cst
-from libcst._nodes.base import CSTNode
 
 from ckptlint.analysis.scopes import ScopeBuilder, build_scopes
 from ckptlint.findings import Position
@@ -40,7 +39,7 @@ def parse_text(text: str, filename: str, *, syntax_checked: bool = False) -> cst
         raise SourceError("nesting too deep to parse") from None
 
 
-def _unchecked(self: CSTNode) -> None:
+def _unchecked(self: cst.CSTNode) -> None:
     """`CSTNode.__post_init__` while parsing: no validation."""
 
 
@@ -54,12 +53,12 @@ def nodes_unchecked() -> Iterator[None]:
     comment in `CSTNode.__post_init__` says as much). Only the parse runs unchecked: nodes
     the fixes build are validated as usual.
     """
-    checked = CSTNode.__dict__["__post_init__"]
-    CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
+    checked = cst.CSTNode.__dict__["__post_init__"]
+    cst.CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
     try:
         yield
     finally:
-        CSTNode.__post_init__ = checked  # type: ignore[method-assign]
+        cst.CSTNode.__post_init__ = checked  # type: ignore[method-assign]
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # lines as Python counts them
