@@ -33,7 +33,13 @@ from ckptlint.analysis.changes import ACCUMULATING, ChangeHow
 from ckptlint.analysis.phases import SETUP_METHODS, PhaseFinder, When, function_key
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import ClassInfo, Resolver
-from ckptlint.analysis.scopes import BindingKind, Scope, ScopeKind, is_staticmethod
+from ckptlint.analysis.scopes import (
+    BindingKind,
+    Scope,
+    ScopeKind,
+    ScopeTracker,
+    is_staticmethod,
+)
 from ckptlint.analysis.segment import (
     CONTAINER_MUTATORS,
     compact,
@@ -111,7 +117,7 @@ def function_name(scope: Scope) -> str:
     return function_key(scope.qualname()) if scope.kind != ScopeKind.MODULE else ""
 
 
-class ModuleWriteCollector(Visitor):
+class ModuleWriteCollector(ScopeTracker):
     """Runtime changes of one module's own globals, and writes through imported modules."""
 
     def __init__(self, module: SourceModule,
@@ -120,8 +126,8 @@ class ModuleWriteCollector(Visitor):
         # For a training script: whether a module-level row runs between a forward and its
         # `.backward()` (module-level writes there are run-time changes).
         self.training_rows = training_rows
-        self.scopes = module.scopes.scope_of
-        self.stack: list[Scope] = [module.scopes.module_scope]
+        self.scope_of = module.scopes.scope_of
+        self.stack = [module.scopes.module_scope]
         self.own: dict[str, list[Change]] = {}
         self._memo: dict[int, frozenset[str]] = {}
         self._decorators: set[str] | None = None
@@ -129,26 +135,6 @@ class ModuleWriteCollector(Visitor):
         self.class_writes: dict[tuple[str, str], list[Change]] = {}
         # (imported module qualname, attribute) -> changes written through that import.
         self.through: dict[tuple[str, str], list[Change]] = {}
-
-    @property
-    def scope(self) -> Scope:
-        return self.stack[-1]
-
-    # The scope stack follows the nodes that have a scope of their own (only those: a
-    # lookup on every node of the tree costs more than the rest of the walk).
-    def enter_scope(self, node: cst.CSTNode) -> None:
-        scope = self.scopes.get(id(node))
-        if scope is not None:
-            self.stack.append(scope)
-
-    def leave_scope(self, node: cst.CSTNode) -> None:
-        if id(node) in self.scopes:
-            self.stack.pop()
-
-    visit_FunctionDef = visit_Lambda = visit_ClassDef = enter_scope
-    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = enter_scope
-    leave_FunctionDef = leave_Lambda = leave_ClassDef = leave_scope
-    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = leave_scope
 
     def enclosing_functions(self) -> list[Scope]:
         found = []

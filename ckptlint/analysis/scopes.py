@@ -183,6 +183,37 @@ LIST_ADDERS = {"append": ListAdder(1, True), "insert": ListAdder(2, True),
                "extend": ListAdder(1, False)}
 
 
+class ScopeTracker(Visitor):
+    """A visitor that knows the scope of the node it walks (`scope`): each node that has a
+    scope of its own (`ScopeBuilder.scope_of`) pushes it while its subtree is walked. Only
+    those nodes' hooks run: a lookup on every node costs more than the rest of the walk.
+    A subclass sets `scope_of` and the outermost scope in `stack`."""
+
+    scope_of: dict[int, Scope]
+    stack: list[Scope]
+
+    @property
+    def scope(self) -> Scope:
+        return self.stack[-1]
+
+    def enter_scope(self, node: cst.CSTNode) -> None:
+        scope = self.scope_of.get(id(node))
+        if scope is not None:
+            self.stack.append(scope)
+
+    def leave_scope(self, node: cst.CSTNode) -> None:
+        if id(node) in self.scope_of:
+            self.stack.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:  # a subclass may do more
+        self.enter_scope(node)
+
+    visit_FunctionDef = visit_Lambda = enter_scope
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = enter_scope
+    leave_FunctionDef = leave_Lambda = leave_ClassDef = leave_scope
+    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = leave_scope
+
+
 class ScopeBuilder(Visitor):
     """Builds the scope tree of one module and remembers the scope of every scoped node."""
 

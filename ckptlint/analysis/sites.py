@@ -48,6 +48,7 @@ from ckptlint.analysis.scopes import (
     BindingKind,
     Scope,
     ScopeKind,
+    ScopeTracker,
     bool_value,
     dotted_name,
 )
@@ -211,7 +212,7 @@ class ApiRef:
     certain: bool = True
 
 
-class SiteFinder(Visitor):
+class SiteFinder(ScopeTracker):
     """Walks one module with its scopes and collects the sites."""
 
     def __init__(self, module: SourceModule, resolver: Resolver,
@@ -228,7 +229,8 @@ class SiteFinder(Visitor):
         self.triggers = frozenset(apis.trigger_names(table, segment_bases))
         self.segment_bases = segment_bases
         self.scopes = module.scopes
-        self.stack: list[Scope] = [self.scopes.module_scope]
+        self.scope_of = self.scopes.scope_of
+        self.stack = [self.scopes.module_scope]
         self.sites: list[Site] = []
         self.imported_heads = {
             (binding.qualname or "").split(".")[0]
@@ -246,28 +248,9 @@ class SiteFinder(Visitor):
         self._returns: dict[int, tuple[cst.FunctionDef, list[cst.BaseExpression]]] = {}
         self._methods: dict[tuple[int, str], tuple[cst.ClassDef, FunctionValue | None]] = {}
 
-    # -- scope tracking: a node that makes a scope (`ScopeBuilder`) pushes it while walked --
-    def push_scope(self, node: cst.CSTNode) -> None:
-        scope = self.scopes.scope_of.get(id(node))
-        if scope is not None:
-            self.stack.append(scope)
-
-    def pop_scope(self, node: cst.CSTNode) -> None:
-        if id(node) in self.scopes.scope_of:
-            self.stack.pop()
-
-    visit_FunctionDef = visit_Lambda = push_scope
-    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = push_scope
-    leave_FunctionDef = leave_Lambda = leave_ClassDef = pop_scope
-    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = pop_scope
-
-    @property
-    def scope(self) -> Scope:
-        return self.stack[-1]
-
     # -- sites -------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.push_scope(node)
+        self.enter_scope(node)
         outer = self.stack[-2] if len(self.stack) > 1 else self.stack[-1]
         base = self.layer_base(node, outer, 0)
         class_scope = self.scopes.scope_of[id(node)]
