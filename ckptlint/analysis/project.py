@@ -258,6 +258,22 @@ class Project:
     def source_text(self, path: Path) -> str | None:
         """A project file's text for a text search (None when unreadable or too large),
         read once per run."""
+        kept = self._kept_text(path)
+        return full_text(kept) if kept is not None else None
+
+    def text_holds(self, path: Path, *words: str) -> bool:
+        """Whether the file's text (`source_text`) holds every one of `words`, tested on the
+        text as kept: a text not all ASCII is not decoded for it (a project-wide scan asks
+        this of every file)."""
+        kept = self._kept_text(path)
+        if kept is None:
+            return False
+        if isinstance(kept, bytes):
+            return all(word.encode("utf-8", "surrogatepass") in kept for word in words)
+        return all(word in kept for word in words)
+
+    def _kept_text(self, path: Path) -> str | bytes | None:
+        """`source_text` as kept (`compact_text`), read on first use."""
         if path not in self._texts:
             try:
                 info = path.stat()
@@ -269,21 +285,7 @@ class Project:
                     self._text_signatures[path] = signature(info)
             except OSError:
                 self._texts[path] = None
-        kept = self._texts[path]
-        return full_text(kept) if kept is not None else None
-
-    def text_holds(self, path: Path, *words: str) -> bool:
-        """Whether the file's text (`source_text`) holds every one of `words`, tested on the
-        text as kept: a text not all ASCII is not decoded for it (a project-wide scan asks
-        this of every file)."""
-        if path not in self._texts:
-            self.source_text(path)
-        kept = self._texts[path]
-        if kept is None:
-            return False
-        if isinstance(kept, bytes):
-            return all(word.encode("utf-8", "surrogatepass") in kept for word in words)
-        return all(word in kept for word in words)
+        return self._texts[path]
 
     def signed_text(self, path: Path) -> SignedText:
         """`source_text`, and the file's stat signature taken before it was read: for facts

@@ -118,14 +118,17 @@ class SourceModule:
 
     def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
         """1-based start and end of a node (positions are computed once per file, on demand)."""
-        if self._positions is None:
-            self._positions = Positions(self.tree, self.text, self.statement_starts)
-        (start_line, start_column), (end_line, end_column) = self._positions.range(node)
+        (start_line, start_column), (end_line, end_column) = self.positions().range(node)
         rows = self._rows
         if rows is not None:
             start_line, end_line = (rows[min(line, len(rows) - 1)]
                                     for line in (start_line, end_line))
         return Position(start_line, start_column + 1), Position(end_line, end_column + 1)
+
+    def positions(self) -> Positions:
+        if self._positions is None:
+            self._positions = Positions(self.tree, self.text, self.statement_starts)
+        return self._positions
 
     def node_order(self, root: cst.CSTNode) -> NodeOrder:
         """The nodes under `root` (a function, say) in code order, numbered once."""
@@ -142,8 +145,7 @@ class SourceModule:
         """Unlink what was derived from the tree (a module dropped is not used again): its
         scopes and bindings refer to each other, which would keep the tree alive until the
         next full garbage collection."""
-        self._positions = None
-        self._orders = {}
+        self.forget_positions()
         scopes = self.__dict__.pop("scopes", None)
         if scopes is not None:
             scopes.release()
@@ -159,9 +161,7 @@ class SourceModule:
         """The row of a `def`'s first decorator, or of the `def` when it has none: read from
         CPython's rows where the statement is anchored (a method's or function's position
         would otherwise cost a pass over its whole body)."""
-        if self._positions is None:
-            self._positions = Positions(self.tree, self.text, self.statement_starts)
-        row = self._positions.definition_row(node)
+        row = self.positions().definition_row(node)
         if row is None or self._rows is not None:
             return self.start(node.decorators[0] if node.decorators else node).row
         return row
