@@ -229,3 +229,41 @@ def test_workers_without_the_cache_share_summaries_in_a_run_folder_removed_at_th
     [folder] = folders
     assert Path(folder).parent.parent == temporary and Path(folder).name == "summaries"
     assert list(temporary.iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_the_phases_indexes_are_built_once_in_the_parent_while_workers_screen(
+        tmp_path: Path, monkeypatch) -> None:
+    """Past `PREPARED_WHILE_SCREENING_AT` confirmed files, the parent builds the phases'
+    project-wide indexes while workers screen; the analysing workers inherit them (none
+    scans the project's text again) and the findings are those of one process."""
+    import shutil
+
+    from ckptlint.analysis.phases import PhaseFinder
+    from ckptlint.engine.run import Run
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "projects" / "state_phases", tree)
+    shutil.copy(tree / "model.py", tree / "model2.py")
+    alone = lint([str(tree)], Config(root=tree), use_cache=False, jobs=1)
+    log = tmp_path / "built.log"
+
+    def logged(original, built: str):
+        def wrapper(self, *args, **kwargs):
+            if getattr(self, built) is None:
+                with open(log, "a") as stream:
+                    stream.write(f"{built} {os.getpid()}\n")
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(PhaseFinder, "calling_index",
+                        logged(PhaseFinder.calling_index, "_calling"))
+    monkeypatch.setattr(PhaseFinder, "written_attributes",
+                        logged(PhaseFinder.written_attributes, "_written"))
+    monkeypatch.setattr(Run, "CHUNKED_MIN_FILES", 1)
+    monkeypatch.setattr(Run, "PREPARED_WHILE_SCREENING_AT", 2)
+    shared = lint([str(tree)], Config(root=tree), use_cache=False, jobs=2)
+    assert shared.stats["pool"] and shared.stats["confirmed"] == 2
+    assert [f.to_json() for f in shared.findings] == [f.to_json() for f in alone.findings]
+    assert sorted(log.read_text().split("\n")[:-1]) == [f"_calling {os.getpid()}",
+                                                         f"_written {os.getpid()}"]

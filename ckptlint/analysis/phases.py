@@ -322,13 +322,24 @@ class PhaseFinder:
                                       if (text := self.text(path)) and name in text
                                       and use.search(text) is not None]
             return self._direct[name]
+        return self.calling_index().get(name, [])
+
+    def calling_index(self) -> dict[str, list[Path]]:
+        """Name -> the project files whose text may call it or pass it as an argument."""
         if self._calling is None:
             index: dict[str, list[Path]] = {}
             for path in self.files():
                 for called in self.text_fact(path, "calls", called_names) or ():
                     index.setdefault(called, []).append(path)
             self._calling = index
-        return self._calling.get(name, [])
+        return self._calling
+
+    def build_indexes(self) -> None:
+        """Make the two project-wide indexes now (who may call a name, who may write an
+        attribute on another object): in a process about to fork analysing workers, which
+        then inherit them instead of each scanning the project's text for itself."""
+        self.calling_index()
+        self.written_attributes()
 
     # -- the phase of a row and of a function ------------------------------------------------
     def when(self, path: Path, function: str, row: int) -> When:

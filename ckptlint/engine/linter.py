@@ -297,6 +297,12 @@ class Analysis:
         self.site_rules = [rule for rule in rules if isinstance(rule, SiteRule)]
         self.segment_rules = [rule for rule in rules if isinstance(rule, SegmentRule)]
 
+    def build_project_indexes(self) -> None:
+        """The phases' project-wide text indexes, made now (`PhaseFinder.build_indexes`),
+        when a segment rule is enabled (only those ask the phases)."""
+        if self.segment_rules:
+            self.context.bindings.phases.build_indexes()
+
     def renewed(self) -> Analysis:
         """A new analysis holding nothing derived from libcst trees (every answer kept by node
         or module: `Project.forget_parsed` drops modules), with this one's whole-project

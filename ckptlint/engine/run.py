@@ -148,6 +148,13 @@ class Run:
     # reads. Candidates go to workers either way, even a single one: a crash in libcst's
     # native parser then costs that file a CKP999, not the run.
     CHUNKED_MIN_FILES = 32
+    # Once workers screening have confirmed this many files to hold a site, this process,
+    # idle meanwhile, prepares the analysis, the phases' project-wide text indexes included
+    # (`Analysis.build_project_indexes`): with that many sites the analysing workers ask the
+    # phases of many state changes, and each would scan the project's text for them
+    # itself. (diffusers: 109 files with sites, both workers scanned; torch's own tree: 15,
+    # neither did.)
+    PREPARED_WHILE_SCREENING_AT = 32
 
     def __init__(self, linter: Linter, targets: list[tuple[Path, str]], *,
                  jobs: int | None, use_cache: bool) -> None:
@@ -165,6 +172,7 @@ class Run:
         self.pools: list = []
         self.preloaded = False
         self.preloaded_analysis = False
+        self.confirmed_while_screening = 0
         # The summary store analysing workers share (`share_summaries`), and the folder of
         # the one made for a run without the cache (removed at the end).
         self.shared_store: SummaryStore | None = None
@@ -275,15 +283,21 @@ class Run:
         for chunk in chunks([(index, *self.targets[index]) for index in todo],
                             [todo[index] for index in todo], self.jobs):
             pool.submit(chunk, analyse=False)
-        screened = pool.results(each=self.preload_for_candidate)
+        screened = pool.results(each=self.on_screened)
         pool.shutdown()
         return sorted(screened.items())
 
-    def preload_for_candidate(self, examined: Examined | None) -> None:
-        """While workers screen: import libcst here once a file passes the text tests."""
-        if examined is not None and (
-                examined.candidate or (examined.result is not None and examined.result.candidate)):
+    def on_screened(self, examined: Examined | None) -> None:
+        """While workers screen: import libcst here once a file passes the text tests, and
+        prepare the analysis once `PREPARED_WHILE_SCREENING_AT` files are confirmed."""
+        if examined is None:
+            return
+        if examined.candidate or (examined.result is not None and examined.result.candidate):
             self.preload()
+        if examined.candidate:
+            self.confirmed_while_screening += 1
+            if self.confirmed_while_screening == self.PREPARED_WHILE_SCREENING_AT:
+                self.prepare_analysis(indexes=True)
 
     def preload(self) -> None:
         """Import libcst and the rules here (once): workers forked later start with them."""
@@ -294,11 +308,12 @@ class Run:
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
 
-    def prepare_analysis(self) -> None:
+    def prepare_analysis(self, *, indexes: bool = False) -> None:
         """Build here, before two analysing workers or more fork, the whole-project facts
         each of them would otherwise build for itself: the rules and the resolver
         (`Linter.analysis`), the project's text index (the subclass and decorator lists,
-        the hand-written checkpoint classes). Forked workers inherit them."""
+        the hand-written checkpoint classes), and (`indexes`) the phases' indexes. Forked
+        workers inherit them."""
         if not self.preloaded_analysis:
             self.preloaded_analysis = True
             from ckptlint.analysis.textindex import text_index
@@ -308,6 +323,8 @@ class Run:
                 analysis = self.linter.analysis  # the rules and the resolver
                 text_index(analysis.project).build()
                 self.linter.hand_rolled_classes()
+                if indexes:
+                    analysis.build_project_indexes()
                 self.linter.project.forget_file_state()  # not carried into every worker
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
