@@ -18,6 +18,7 @@ files on one core, against 1.7 s for ruff's complete run), and any general linte
 from __future__ import annotations
 
 import gc
+import hashlib
 import importlib
 import os
 from collections import Counter
@@ -77,6 +78,11 @@ class Linter:
         # diffusers). Nothing frozen is cyclic garbage later: dropped modules unlink their
         # scopes (`SourceModule.release`), and the rest goes by reference counting.
         self.freeze_between_files = False
+        # Files the screening confirmed, by path: the digest of the text it confirmed and
+        # that text's statement starts. Their analysis (here, or in workers forked after the
+        # screening) skips the text tests, CPython's parse and the confirmation while the
+        # text is the same.
+        self.screened: dict[Path, Screened] = {}
 
     @property
     def analysis(self):
@@ -148,16 +154,20 @@ class Linter:
     def lint_text(self, path: Path, display: str, text: str, *,
                   analyse: bool = True) -> FileResult:
         """The text tests, then `check_candidate`; the result keeps the text."""
-        if not self.may_hold_site(path, text):
+        screened = self.screened.pop(path, None) if analyse else None
+        starts = screened.starts if screened is not None and screened.holds(text) else None
+        if starts is None and not self.may_hold_site(path, text):
             return FileResult(display, text, whole_project=self.asks_project_classes(text))
-        result = self.check_candidate(path, display, text, analyse=analyse)
+        result = self.check_candidate(path, display, text, analyse=analyse, starts=starts)
         result.text = text
         return result
 
-    def check_candidate(self, path: Path, display: str, text: str, *,
-                        analyse: bool = True) -> FileResult:
+    def check_candidate(self, path: Path, display: str, text: str, *, analyse: bool = True,
+                        starts: StatementStarts | None = None) -> FileResult:
         """A file that passed the prefilter: `ast` parse, confirmation, libcst analysis
-        (unless not `analyse`: then a confirmed file comes back `confirmed` and unanalysed).
+        (unless not `analyse`: then a confirmed file comes back `confirmed` and unanalysed,
+        with its `starts`). Given the `starts` the screening found, the file is confirmed
+        already: straight to the analysis.
 
         Never raises: whatever goes wrong becomes this file's CKP999 finding.
         """
@@ -167,7 +177,7 @@ class Linter:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._check_candidate(path, display, text, analyse)
+            return self._check_candidate(path, display, text, analyse, starts)
         finally:
             if collecting:
                 if self.freeze_between_files:
@@ -175,27 +185,29 @@ class Linter:
                     gc.freeze()
                 gc.enable()
 
-    def _check_candidate(self, path: Path, display: str, text: str,
-                         analyse: bool) -> FileResult:
+    def _check_candidate(self, path: Path, display: str, text: str, analyse: bool,
+                         starts: StatementStarts | None) -> FileResult:
         result = FileResult(display, text)
         try:
-            # Before any parser: CPython's alone can take hundreds of megabytes.
-            check_nodes(text, self.config.max_analysis_nodes)
-            tree = parse_ast(text, display)
-            name, is_package = self.project.module_name(path)
-            result.candidate = True
-            with self.project.dependencies.recording() as probed:
-                confirmed = self.confirmer.may_hold_site(tree, text, name, is_package)
-            if not confirmed:
-                # It depends on which project modules exist: a cached answer must too.
-                result.dependencies = tuple(sorted(str(p) for p in probed))
-                result.whole_project = self.asks_project_classes(text)
-                return result
-            result.confirmed = True
+            if starts is None:
+                # Before any parser: CPython's alone can take hundreds of megabytes.
+                check_nodes(text, self.config.max_analysis_nodes)
+                tree = parse_ast(text, display)
+                name, is_package = self.project.module_name(path)
+                result.candidate = True
+                with self.project.dependencies.recording() as probed:
+                    confirmed = self.confirmer.may_hold_site(tree, text, name, is_package)
+                if not confirmed:
+                    # It depends on which project modules exist: a cached answer must too.
+                    result.dependencies = tuple(sorted(str(p) for p in probed))
+                    result.whole_project = self.asks_project_classes(text)
+                    return result
+                starts = statement_starts(tree)
+                del tree
+            result.candidate = result.confirmed = True
             if not analyse:
+                result.starts = starts
                 return result
-            starts = statement_starts(tree)
-            del tree
             with self.project.dependencies.recording() as accessed:
                 self.analysis.lint_module(path, display, text, result, starts)
             self.project.summaries.flush()
@@ -252,6 +264,8 @@ class FileResult:
     dependencies: tuple[str, ...] = ()
     candidate: bool = False  # passed the prefilter and CPython's parse
     confirmed: bool = False  # the confirmation passed: libcst analysed it
+    # A confirmed file not analysed yet: `statement_starts` of CPython's tree of its text.
+    starts: StatementStarts | None = None
     # The screens' answer depended on the whole project (the project classes a file calling
     # `.apply` may name): like an analysed file's, any project change invalidates it.
     whole_project: bool = False
@@ -371,6 +385,22 @@ def load_class(path: str):
     return getattr(importlib.import_module(module_name), class_name)
 
 
+@dataclass(frozen=True)
+class Screened:
+    """What the screening found of a confirmed file (`Linter.screened`)."""
+
+    digest: str  # `text_digest` of the text it confirmed
+    starts: StatementStarts
+
+    def holds(self, text: str) -> bool:
+        """Whether `text` is the text screened (the file may have changed since)."""
+        return text_digest(text) == self.digest
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
 @dataclass
 class Examined:
     """What examining one file gave (`examine`)."""
@@ -381,6 +411,7 @@ class Examined:
     candidate: bool = False  # confirmed to hold a site, not analysed yet (`analyse=False`)
     size: int = 0  # the candidate's length (the longest are analysed first)
     text: str | None = None  # the candidate's text
+    screened: Screened | None = None  # the candidate's, for its analysis
 
     def for_parent(self) -> Examined | None:
         """A worker's answer: the text left behind (the parent reads it again if asked), and
@@ -423,5 +454,6 @@ def examine(linter: Linter, cache, path: Path, display: str, *, analyse: bool) -
         return Examined(error_result(display, str(error), cacheable=True), key=key)
     result = linter.lint_text(path, display, text, analyse=analyse)
     if result.confirmed and not analyse:
-        return Examined(key=key, candidate=True, size=len(text), text=text)
+        return Examined(key=key, candidate=True, size=len(text), text=text,
+                        screened=Screened(text_digest(text), result.starts or []))
     return Examined(result, key=key)

@@ -253,6 +253,8 @@ class Run:
             if examined is not None and examined.candidate:
                 if examined.text is not None:
                     self.sources[self.targets[index][1]] = examined.text
+                if examined.screened is not None:
+                    self.linter.screened[self.targets[index][0]] = examined.screened
                 candidates.append((-examined.size, index))
             else:
                 yield index, examined
