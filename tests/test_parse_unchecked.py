@@ -51,3 +51,24 @@ def test_only_nodes_built_inside_the_block_skip_validation():
         cst.Name("still unchecked")
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")
+
+
+def test_the_lean_constructors_build_the_nodes_the_dataclass_constructors_build():
+    """Defaults and default factories included; the classes' own constructors are back
+    after the block."""
+    from ckptlint.syntax.source import lean_constructors
+
+    assert cst.Name in lean_constructors() and cst.Comma in lean_constructors()
+    originals = {cls: cls.__init__ for cls in lean_constructors()}
+
+    def build():
+        return [cst.Name("x"), cst.Comma(), cst.Arg(cst.Integer("1"), keyword=cst.Name("k")),
+                cst.SimpleStatementLine([cst.Pass()]), cst.Module([])]
+
+    with nodes_unchecked():
+        assert cst.Name.__init__ is not originals[cst.Name]
+        lean = build()
+    assert {cls: cls.__init__ for cls in lean_constructors()} == originals
+    for built_lean, built in zip(lean, build()):
+        assert type(built_lean) is type(built) and built_lean.deep_equals(built)
+        assert cst.Module([]).code_for_node(built_lean) == cst.Module([]).code_for_node(built)

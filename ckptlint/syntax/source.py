@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
+from types import MemberDescriptorType
+from typing import Any
 
 import libcst as cst
 
@@ -45,7 +48,8 @@ def _unchecked(self: cst.CSTNode) -> None:
 
 @contextmanager
 def nodes_unchecked() -> Iterator[None]:
-    """libcst nodes built meanwhile skip their validation (`CSTNode._validate`).
+    """libcst nodes built meanwhile skip their validation (`CSTNode._validate`), through
+    lean constructors (`lean_constructors`).
 
     The native parser builds every node through its dataclass constructor, whose
     `__post_init__` validates it (whitespace, parentheses, operators): a sixth of the parse,
@@ -54,11 +58,63 @@ def nodes_unchecked() -> Iterator[None]:
     the fixes build are validated as usual.
     """
     checked = cst.CSTNode.__dict__["__post_init__"]
+    lean = lean_constructors()
+    constructors = {cls: cls.__dict__["__init__"] for cls in lean}
     cst.CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
+    for cls, constructor in lean.items():
+        cls.__init__ = constructor  # type: ignore[misc]
     try:
         yield
     finally:
+        for cls, constructor in constructors.items():
+            cls.__init__ = constructor  # type: ignore[misc]
         cst.CSTNode.__post_init__ = checked  # type: ignore[method-assign]
+
+
+_LEAN: dict[type, Callable[..., None]] = {}
+
+
+def lean_constructors() -> dict[type, Callable[..., None]]:
+    """For each node class libcst exports (those its parser builds), a constructor taking
+    the same arguments as the dataclass's and setting the same fields, but through each
+    slot's own setter, without `__post_init__`. A frozen dataclass's constructor sets each
+    field through `object.__setattr__`, then validates: 8% of a parse. (Made once: each is
+    generated from the class's dataclass fields.)"""
+    if not _LEAN:
+        for cls in vars(cst).values():
+            if isinstance(cls, type) and issubclass(cls, cst.CSTNode) \
+                    and dataclasses.is_dataclass(cls) and "__init__" in cls.__dict__:
+                constructor = lean_constructor(cls)
+                if constructor is not None:
+                    _LEAN[cls] = constructor
+    return _LEAN
+
+
+def lean_constructor(cls: type) -> Callable[..., None] | None:
+    """None for a class whose fields are not all plain slots (left as it is)."""
+    namespace: dict[str, Any] = {"_NO_VALUE": object()}
+    parameters: list[str] = []
+    lines: list[str] = []
+    for number, field in enumerate(dataclasses.fields(cls)):
+        slot = next((owner.__dict__[field.name] for owner in cls.__mro__
+                     if isinstance(owner.__dict__.get(field.name), MemberDescriptorType)),
+                    None)
+        if slot is None or not field.init or field.kw_only:
+            return None
+        namespace[f"_set{number}"] = slot.__set__
+        if field.default is not dataclasses.MISSING:
+            namespace[f"_default{number}"] = field.default
+            parameters.append(f"{field.name}=_default{number}")
+        elif field.default_factory is not dataclasses.MISSING:
+            namespace[f"_factory{number}"] = field.default_factory
+            parameters.append(f"{field.name}=_NO_VALUE")
+            lines.append(f"if {field.name} is _NO_VALUE: {field.name} = _factory{number}()")
+        else:
+            parameters.append(field.name)
+        lines.append(f"_set{number}(self, {field.name})")
+    body = "".join(f"\n    {line}" for line in lines) or "\n    pass"
+    exec(f"def __init__(self, {', '.join(parameters)}):{body}", namespace)  # noqa: S102
+    return namespace["__init__"]
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # lines as Python counts them
