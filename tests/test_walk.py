@@ -117,3 +117,37 @@ def test_whitespace_and_punctuation_are_not_walked():
         stack.extend(iter_children(node))
     assert sorted(seen) == sorted(["Module", "SimpleStatementLine", "Expr", "Call", "Name",
                                    "Arg", "Name", "Arg", "Name", "Integer"])
+
+
+@pytest.mark.parametrize("path", SOURCES[:12], ids=lambda p: p.name)
+def test_a_visitor_is_called_for_leaf_nodes_only_when_it_has_a_hook_for_them(path: Path) -> None:
+    """`LEAF_NODES` hold no child node; a visitor with no hook for one is not walked into
+    it, and its other hooks see the same nodes as a visitor walked into every leaf."""
+    from ckptlint.syntax.walk import LEAF_NODES
+
+    tree = cst.parse_module(path.read_text())
+    every: list[cst.CSTNode] = []
+    pending: list[cst.CSTNode] = [tree]
+    while pending:
+        node = pending.pop()
+        every.append(node)
+        pending.extend(iter_children(node))
+    assert all(not reference_children(node) for node in every if type(node) in LEAF_NODES)
+
+    class Calls(Visitor):
+        def __init__(self) -> None:
+            self.walked: list[str] = []
+
+        def visit_Call(self, node: cst.Call) -> None:
+            self.walked.append(cst.Module([]).code_for_node(node))
+
+    class CallsAndNames(Calls):
+        def visit_Name(self, node: cst.Name) -> None:
+            self.walked.append(node.value)
+
+    calls, names = Calls(), CallsAndNames()
+    calls.walk(tree)
+    names.walk(tree)
+    expected_names = [node.value for node in every if type(node) is cst.Name]
+    assert sorted(names.walked) == sorted(calls.walked + expected_names)
+    assert calls._kinds[cst.Name] == 0 and names._kinds[cst.Name] == 1  # OTHER, NODE

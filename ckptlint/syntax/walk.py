@@ -41,6 +41,32 @@ class _Kinds(dict):
 
 KIND_OF = _Kinds()
 
+# Node classes with no child node (their fields other than whitespace and punctuation hold
+# strings): a visitor with no hook for one need not be called for it. Names alone are
+# two nodes in five.
+LEAF_NODES = frozenset({
+    cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis,
+    cst.FormattedStringText, cst.Pass, cst.Break, cst.Continue, cst.Dot, cst.Colon,
+})
+
+
+class _VisitedKinds(dict):
+    """`KIND_OF` for one visitor class, with OTHER for the leaf nodes it has no hook for
+    (so that the walk does not enter them)."""
+
+    def __init__(self, visitor: type[Visitor]) -> None:
+        super().__init__()
+        self.visitor = visitor
+
+    def __missing__(self, value_type: type) -> int:
+        kind = KIND_OF[value_type]
+        if kind == NODE and value_type in LEAF_NODES and not self.visitor._every_node:
+            name = value_type.__name__
+            if not any(hasattr(self.visitor, f"{hook}_{name}") for hook in ("visit", "leave")):
+                kind = OTHER
+        self[value_type] = kind
+        return kind
+
 
 def child_fields(cls: type) -> tuple[str, ...]:
     fields = _CHILD_FIELDS.get(cls)
@@ -88,6 +114,7 @@ class Visitor:
     _dispatch: dict[type, tuple[Callable | None, Callable | None, tuple[str, ...], tuple | None]]
     _every_node: bool  # on_visit / on_leave overridden: called for every node
     _field_hooked: frozenset[str]  # node class names with `visit_X_field`-like methods
+    _kinds: _VisitedKinds  # what the walk enters, by a field value's class
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
@@ -97,6 +124,7 @@ class Visitor:
         cls._field_hooked = frozenset(
             node_name for attribute in dir(cls) if attribute.startswith(("visit_", "leave_"))
             for node_name, _, field in [attribute[6:].partition("_")] if field)
+        cls._kinds = _VisitedKinds(cls)
 
     def handlers(self, node_type: type) -> tuple[Callable | None, Callable | None,
                                                  tuple[str, ...], tuple | None]:
@@ -133,7 +161,7 @@ class Visitor:
                 else visit is None or visit(self, node) is not False):
             walk = self.walk
             if hooks is None:
-                kind_of = KIND_OF
+                kind_of = self._kinds
                 for name in fields:
                     value = getattr(node, name)
                     kind = kind_of[type(value)]
