@@ -75,3 +75,42 @@ def assert_walk_keeps_fresh_answers(root: Path, pattern: str) -> None:
                 walked.api_refs(call.func, module, scope, 0), (module.display, call)
             checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("root,pattern", [(FIXTURES, "ckp1*.py"), (FIXTURES, "ckp2*.py"),
+                                          *((project, "**/*.py") for project in PROJECTS)],
+                         ids=lambda value: value.name if isinstance(value, Path) else None)
+def test_a_callee_left_unresolved_could_not_have_been_a_named_or_api_site(root, pattern):
+    """`may_name_site` is False only where resolving the callee finds no site: for every
+    call it passes over, `named_site` and `api_site` give none."""
+    project = Project([root])
+    resolver = Resolver(project)
+    table = api_table({})
+    skipped = 0
+    for module in modules(project, sorted(root.glob(pattern))):
+        walked = CallRecorder(module, resolver, table, SEGMENT_BASES)
+        walked.walk(module.tree)
+        for call, scope in walked.calls:
+            fresh = SiteFinder(module, resolver, table, SEGMENT_BASES)
+            if not fresh.may_name_site(call.func, scope):
+                skipped += 1
+                assert fresh.named_site(call, scope) is None, (module.display, call)
+                assert fresh.api_site(call, scope) is None, (module.display, call)
+    assert skipped or "projects" in str(root)
+
+
+def test_a_method_call_on_another_object_is_resolved_only_when_named_like_a_site(tmp_path):
+    (tmp_path / "mod.py").write_text(
+        "import torch\nimport torch.utils.checkpoint as cp\n\n\n"
+        "def block(x):\n    return x.view(2).relu()\n\n\n"
+        "def forward(x):\n    y = x.view(2)\n"
+        "    return cp.checkpoint(block, y, use_reentrant=False)\n")
+    project = Project([tmp_path])
+    [module] = modules(project, [tmp_path / "mod.py"])
+    finder = CallRecorder(module, Resolver(project), api_table({}), SEGMENT_BASES)
+    finder.walk(module.tree)
+    asked = {cst.Module([]).code_for_node(expr)
+             for (expr, _, _), _ in finder._qualnames.values()}
+    assert "cp.checkpoint" in asked and "cp" in asked
+    assert not asked & {"x.view", "x.view(2).relu", "x", "x.view(2)"}
+    assert [site.kind.value for site in finder.sites] == ["function"]

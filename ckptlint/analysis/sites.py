@@ -227,6 +227,12 @@ class SiteFinder(ScopeTracker):
             for name in (*table, *apis.called_names(table, segment_bases))
             for parts in [name.split(".")] for cut in range(1, len(parts)))
         self.triggers = frozenset(apis.trigger_names(table, segment_bases))
+        # The last parts of the names a call is a site by (`named_site`, `api_site`): a call
+        # of `obj.attr` whose `obj` is not the instance itself denotes only names ending in
+        # `.attr`, so when `attr` is none of these its callee need not be resolved.
+        self.called_last_parts = frozenset(
+            name.rsplit(".", 1)[-1]
+            for name in (*table, *apis.ENTRY_BY_NAME, *apis.TRAINING_ARGUMENT_CLASSES))
         self.segment_bases = segment_bases
         self.scopes = module.scopes
         self.scope_of = self.scopes.scope_of
@@ -293,8 +299,10 @@ class SiteFinder(ScopeTracker):
 
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.scope
+        named = self.may_name_site(node.func, scope)
         site = (self.hf_checkpoint_site(node, scope) or self.method_site(node, scope)
-                or self.named_site(node, scope) or self.api_site(node, scope)
+                or (named and self.named_site(node, scope))
+                or (named and self.api_site(node, scope))
                 or self.hand_rolled_apply_site(node, scope) or self.wrapper_site(node, scope))
         if site is not None:
             self.sites.append(site)
@@ -455,6 +463,13 @@ class SiteFinder(ScopeTracker):
         if entry is None or not self.is_library_object(func.value, scope, entry.libraries):
             return None
         return self.entry_site(node, scope, entry)
+
+    def may_name_site(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """False when the callee cannot denote a name `named_site` or `api_site` looks for:
+        `obj.attr` with `attr` the last part of none of them, `obj` not the instance."""
+        return not (isinstance(func, cst.Attribute)
+                    and func.attr.value not in self.called_last_parts
+                    and self.resolver.self_class(func.value, self.module, scope) is None)
 
     def named_site(self, node: cst.Call, scope: Scope) -> Site | None:
         """Training arguments and library entry points, called by their qualified names."""
