@@ -245,8 +245,13 @@ class ExternalValue:
 @dataclass(frozen=True, eq=False)
 class Unknown:
     # A sentence, without the final full stop, saying why (CKP901's `reason`): "`fn` is a
-    # parameter of `run`, so its value depends on each caller".
-    reason: str
+    # parameter of `run`, so its value depends on each caller". Or what makes it, when it
+    # costs a pass over code: most reasons are never read.
+    explained: str | Callable[[], str]
+
+    @property
+    def reason(self) -> str:
+        return self.explained if isinstance(self.explained, str) else self.explained()
 
 
 Value = (FunctionValue | InstanceValue | ClassValue | ContainerValue | ModuleValue
@@ -319,7 +324,7 @@ class Resolver:
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             inner = module.scopes.scope_of.get(id(expr), scope)
             return [ContainerValue(tuple(self.values(expr.elt, module, inner, depth + 1)))]
-        return [not_followed(compact_code(module, expr))]
+        return [Unknown(lambda: not_followed_reason(compact_code(module, expr)))]
 
     def literal_values(self, expr: cst.List | cst.Tuple, module: SourceModule, scope: Scope,
                        depth: int) -> ContainerValue:
@@ -1170,7 +1175,11 @@ def shortened(text: str, limit: int = 60) -> str:
 
 
 def not_followed(code: str) -> Unknown:
-    return Unknown(f"`{code}` is not a name the linter can follow")
+    return Unknown(not_followed_reason(code))
+
+
+def not_followed_reason(code: str) -> str:
+    return f"`{code}` is not a name the linter can follow"
 
 
 # How a name is bound, worded for a reason (`Unknown`).
