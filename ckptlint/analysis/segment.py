@@ -213,6 +213,9 @@ class SegmentBuilder:
         # Kept answers (`DependencyRecorder.cached`): (callees, files they rest on).
         self._callees: dict[tuple[int, ...], tuple[list[tuple[FunctionValue, str]], tuple]] = {}
         self._facts: dict[int, FunctionFacts] = {}
+        # (call, function, scope) -> the call's callees: asked by `find_callees`, then by the
+        # rules that follow arguments into them (`passed_parameters`).
+        self._resolved: dict[tuple[int, ...], tuple[list[FunctionValue], tuple]] = {}
 
     def facts(self, function: FunctionValue) -> FunctionFacts:
         key = id(function.node)
@@ -267,6 +270,12 @@ class SegmentBuilder:
 
     def resolve_call(self, call: cst.Call, function: FunctionValue,
                      scope: Scope) -> list[FunctionValue]:
+        """The project functions `call` (in `function`'s body, in `scope`) may run."""
+        return self.dependencies.cached(self._resolved, (id(call), id(scope), *function.key),
+                                        lambda: self.find_called(call, function, scope))
+
+    def find_called(self, call: cst.Call, function: FunctionValue,
+                    scope: Scope) -> list[FunctionValue]:
         func = call.func
         names = import_qualnames(func, scope)
         if names and all(is_framework(name) for name in names):
