@@ -554,3 +554,25 @@ def test_whether_a_value_reads_its_target_is_what_comparing_every_expression_say
             assert reads_target(value, target) == every, module.code(target)
             reading += every
     assert reading > 50
+
+
+def test_compact_reads_name_and_attribute_chains_as_their_code_without_whitespace():
+    """`compact` spells plain chains without generating code: the same text as the code."""
+    from ckptlint.analysis.segment import chain_code, compact
+    from ckptlint.syntax.walk import iter_children
+
+    sources = [*sorted((Path(__file__).parent / "fixtures").glob("*.py")),
+               Path(cst.__file__).parent / "_nodes" / "expression.py"]
+    spelled = 0
+    for path in sources:
+        pending: list[cst.CSTNode] = [parse_text(path.read_text(), path.name)]
+        while pending:
+            node = pending.pop()
+            pending.extend(iter_children(node))
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                code = "".join(cst.Module([]).code_for_node(node).split())
+                assert compact(node) == code, (path.name, code)
+                spelled += chain_code(node) is not None
+    assert spelled > 1000
+    parenthesized = cst.parse_expression("(a).b")
+    assert chain_code(parenthesized) is None and compact(parenthesized) == "(a).b"

@@ -60,8 +60,24 @@ def is_mutator(method: str) -> bool:
             and method not in TENSOR_NOT_MUTATING_UNDERSCORE)
 
 
+_NO_CODE = cst.Module([])  # for `code_for_node`, which reads only its formatting defaults
+
+
 def compact(node: cst.CSTNode) -> str:
-    return "".join(cst.Module([]).code_for_node(node).split())
+    """The node's code without whitespace."""
+    chain = chain_code(node)
+    return chain if chain is not None else "".join(_NO_CODE.code_for_node(node).split())
+
+
+def chain_code(node: cst.CSTNode) -> str | None:
+    """`compact` of a name or attribute chain without parentheses (`a.b.c`), told without
+    generating its code; None for anything else."""
+    if isinstance(node, cst.Name):
+        return None if node.lpar or node.rpar else node.value
+    if isinstance(node, cst.Attribute) and not (node.lpar or node.rpar):
+        head = chain_code(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
 
 
 class _MemoFinder(Visitor):
