@@ -182,6 +182,51 @@ def test_files_without_sites_are_parsed_only_when_a_segment_reaches_them(tmp_pat
     assert "unrelated.py" not in parsed and "also_unrelated.py" not in parsed
 
 
+def test_a_file_reached_before_its_own_analysis_is_not_parsed_again(tmp_path, monkeypatch):
+    """`b.py` holds a site and is reached by `a.py`'s segment first: its analysis uses the
+    module kept from then (one parse), with the findings of a fresh parse."""
+    import ckptlint.syntax.source as source
+
+    write(tmp_path, {
+        "a.py": """
+            from torch.utils.checkpoint import checkpoint
+            import b
+
+
+            def block(x):
+                return b.helper(x)
+
+
+            def forward(x):
+                return checkpoint(block, x)
+        """,
+        "b.py": """
+            from torch.utils.checkpoint import checkpoint
+
+
+            def helper(x):
+                return x * 2
+
+
+            def forward(x):
+                return checkpoint(helper, x)
+        """,
+    })
+    fresh = lint([str(tmp_path / "b.py")], Config(root=tmp_path), use_cache=False, jobs=1)
+    parsed: list[str] = []
+    original = source.parse_text
+    monkeypatch.setattr(source, "parse_text", lambda text, display, **kwargs: (
+        parsed.append(Path(display).name), original(text, display, **kwargs))[1])
+    linter = Linter(Config(root=tmp_path))
+    linter.project.add_root_for(tmp_path / "a.py")
+    first = linter.lint_file(tmp_path / "a.py", str(tmp_path / "a.py"))
+    assert [f.code for f in first.findings] == ["CKP102"] and parsed == ["a.py", "b.py"]
+    reached = linter.lint_file(tmp_path / "b.py", str(tmp_path / "b.py"))
+    assert parsed == ["a.py", "b.py"]
+    assert [f.to_json() for f in reached.findings] == [f.to_json() for f in fresh.findings]
+    assert [f.code for f in reached.findings] == ["CKP102"]
+
+
 # -- the binding model -----------------------------------------------------------------------------
 def module_of(project: Project, root: Path, name: str) -> SourceModule:
     module = project.find_module(name)

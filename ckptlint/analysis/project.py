@@ -199,6 +199,17 @@ class Project:
     def register(self, module: SourceModule) -> None:
         self._by_path[module.path] = module
 
+    def kept_module(self, path: Path, display: str, name: str, is_package: bool,
+                    text: str) -> SourceModule | None:
+        """The module parsed and kept at `path` (reached from a file analysed before), when
+        it is the one `load_module` would make of these: a file about to be analysed need
+        not be parsed again."""
+        module = self._by_path.get(path)
+        if module is None or (module.display, module.name, module.is_package, module.size) \
+                != (display, name, is_package, len(text)) or module.text != text:
+            return None
+        return module
+
     def parsed_sizes(self) -> dict[Path, int]:
         """The length of the text of each module parsed and kept."""
         return {path: module.size for path, module in self._by_path.items()

@@ -333,10 +333,13 @@ class Analysis:
         from ckptlint.syntax.source import load_module
 
         name, is_package = self.project.module_name(path)
-        if starts is None:
-            starts = statement_starts(parse_ast(text, display))
-        module = load_module(path.resolve(), display, name, is_package, text, starts)
-        self.project.register(module)
+        real = path.resolve()
+        module = self.project.kept_module(real, display, name, is_package, text)
+        if module is None:
+            if starts is None:
+                starts = statement_starts(parse_ast(text, display))
+            module = load_module(real, display, name, is_package, text, starts)
+            self.project.register(module)
         sites = find_sites(module, self.resolver, self.table, self.config.segment_base_classes)
         for site in sites:
             resolve_targets(site, self.resolver)
