@@ -232,13 +232,15 @@ def test_workers_without_the_cache_share_summaries_in_a_run_folder_removed_at_th
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
-def test_the_phases_indexes_are_built_once_in_the_parent_while_workers_screen(
+def test_the_project_text_scans_are_made_once_in_the_parent_while_workers_screen(
         tmp_path: Path, monkeypatch) -> None:
     """Past `PREPARED_WHILE_SCREENING_AT` confirmed files, the parent builds the phases'
-    project-wide indexes while workers screen; the analysing workers inherit them (none
-    scans the project's text again) and the findings are those of one process."""
+    project-wide indexes and reads every file's setup words while workers screen; the
+    analysing workers inherit them (none scans the project's text again) and the findings
+    are those of one process."""
     import shutil
 
+    from ckptlint.analysis import setup as setup_module
     from ckptlint.analysis.phases import PhaseFinder
     from ckptlint.engine.run import Run
 
@@ -260,10 +262,20 @@ def test_the_phases_indexes_are_built_once_in_the_parent_while_workers_screen(
                         logged(PhaseFinder.calling_index, "_calling"))
     monkeypatch.setattr(PhaseFinder, "written_attributes",
                         logged(PhaseFinder.written_attributes, "_written"))
+    original_words = setup_module.setup_words
+
+    def logged_words(text: str) -> set[str]:
+        with open(log, "a") as stream:
+            stream.write(f"words {os.getpid()}\n")
+        return original_words(text)
+
+    monkeypatch.setattr(setup_module, "setup_words", logged_words)
     monkeypatch.setattr(Run, "CHUNKED_MIN_FILES", 1)
     monkeypatch.setattr(Run, "PREPARED_WHILE_SCREENING_AT", 2)
     shared = lint([str(tree)], Config(root=tree), use_cache=False, jobs=2)
     assert shared.stats["pool"] and shared.stats["confirmed"] == 2
     assert [f.to_json() for f in shared.findings] == [f.to_json() for f in alone.findings]
-    assert sorted(log.read_text().split("\n")[:-1]) == [f"_calling {os.getpid()}",
-                                                         f"_written {os.getpid()}"]
+    built = log.read_text().split("\n")[:-1]
+    assert sorted(set(built)) == [f"_calling {os.getpid()}", f"_written {os.getpid()}",
+                                  f"words {os.getpid()}"]
+    assert built.count(f"words {os.getpid()}") == len(list(tree.glob("*.py")))

@@ -231,6 +231,11 @@ class SetupReader:
         return sum(len(self.project.source_text(path) or "")
                    for path in self.may_state(files, {fact}))
 
+    def read_words(self, files: Iterable[Path]) -> None:
+        """Read now the setup words of each of `files` (`may_state` reads them as asked): in
+        a process about to fork analysing workers, which then inherit them."""
+        self.may_state(list(files), ())
+
     def may_state(self, files: list[Path], facts: Iterable[str]) -> list[Path]:
         """The `files` whose text may state one of `facts` (as `_SETUP_WORDS` names them). A file
         with any setup word is a dependency of the answer, read or not (an edit there may
