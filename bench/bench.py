@@ -17,7 +17,9 @@ so that a noisy machine hurts both alike):
 
 For each: wall time, CPU time (user + system, workers included) and peak RSS of the largest
 process (from `wait4`). On a loaded machine wall time stretches while CPU time does not;
-both are reported, with the load average before and after.
+both are reported, with the load average before and after. With `--site-dense`, the peak
+memory of the whole process tree is sampled from /proc in one more run of each measure,
+apart from the timed runs (the sampling takes CPU the measured processes need).
 
 TREE defaults to the installed torch package (`import torch` is used only to find it).
 ckptlint's own modules are byte-compiled first, as `pip install` leaves them.
@@ -66,9 +68,13 @@ class Measure:
     env: dict[str, str] = field(default_factory=dict)
     ok_codes: tuple[int, ...] = (0, 1)
     samples: list[Sample] = field(default_factory=list)
+    # Runs that sampled the process tree's memory, kept apart from the timed ones: reading
+    # /proc every 20 ms takes CPU the measured processes need on a small machine (about 2 s
+    # of wall time of a diffusers run on 2 CPUs).
+    memory: list[Sample] = field(default_factory=list)
     timeout: float = 600.0  # at least `--timeout`
 
-    def run(self, cwd: Path) -> Sample:
+    def run(self, cwd: Path, *, sample_memory: bool = False) -> Sample:
         environment = {**os.environ, **self.env}
         errors = tempfile.TemporaryFile()
         started = time.perf_counter()
@@ -85,7 +91,7 @@ class Measure:
                 process.kill()
                 pid, status, usage = os.wait4(process.pid, 0)
                 break
-            if polls % 10 == 0:  # every 20 ms: the process and its workers together
+            if sample_memory and polls % 10 == 0:  # every 20 ms: the process and workers
                 rss, pss = tree_memory_kb(process.pid)
                 tree_peak, pss_peak = max(tree_peak, rss), max(pss_peak, pss)
             polls += 1
@@ -99,7 +105,7 @@ class Measure:
             raise SystemExit(f"{self.label}: exit {process.returncode}\n{stderr[-3000:]}")
         sample = Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss,
                         process.returncode, max(tree_peak, usage.ru_maxrss), pss_peak)
-        self.samples.append(sample)
+        (self.memory if sample_memory else self.samples).append(sample)
         return sample
 
     def median(self, attribute: str) -> float:
@@ -328,21 +334,24 @@ def site_dense(args, ckptlint: str, ruff: str) -> str:
     for _ in range(args.runs):
         for measure in cold:
             measure.run(work)
+    for measure in cold:
+        measure.run(work, sample_memory=True)
     warm = Measure("ckptlint (warm cache)", [ckptlint, "check", *config_option, str(tree)],
                    env=cache_env)
     warm.run(work)  # prime
     warm.samples.clear()
     for _ in range(args.runs):
         warm.run(work)
+    warm.run(work, sample_memory=True)
     edits = []
     for relative in args.edit or DEFAULT_EDITS:
         edited = tree / relative
         original = edited.read_text()
         measure = Measure(f"ckptlint {relative} after a one-line edit",
                           [ckptlint, "check", *config_option, str(edited)], env=cache_env)
-        for run in range(args.runs):
+        for run in range(args.runs + 1):
             edited.write_text(f"{original}# bench edit {run}\n")
-            measure.run(work)
+            measure.run(work, sample_memory=run == args.runs)
         edited.write_text(original)
         edits.append(measure)
     load_after = os.getloadavg()
@@ -351,8 +360,8 @@ def site_dense(args, ckptlint: str, ruff: str) -> str:
 
     def row(measure: Measure, compare: bool = True) -> str:
         wall, cpu = measure.median("wall"), measure.median("cpu")
-        rss = max(s.tree_rss_kb for s in measure.samples) / 1024
-        pss = max(s.tree_pss_kb for s in measure.samples) / 1024
+        rss = max(s.tree_rss_kb for s in measure.memory) / 1024
+        pss = max(s.tree_pss_kb for s in measure.memory) / 1024
         ratio = (f"{wall / ruff_measure.median('wall'):.1f} / "
                  f"{cpu / ruff_measure.median('cpu'):.1f}") if compare else ""
         return (f"| {measure.label} ({len(measure.samples)} runs) | {wall:.2f} s | {cpu:.2f} s "
@@ -363,9 +372,10 @@ def site_dense(args, ckptlint: str, ruff: str) -> str:
         "",
         f"Tree: `{args.site_dense}` ({files} files, {lines:,} lines), copied; load average "
         f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Peak memory here is the "
-        "whole process tree (main process and workers together, sampled every 20 ms): resident "
-        "sizes summed (a page the workers share with the main process counts once per "
-        "process) and proportional sizes summed (each page once).",
+        "whole process tree (main process and workers together, sampled every 20 ms in one "
+        "more run of each measure, not timed): resident sizes summed (a page the workers "
+        "share with the main process counts once per process) and proportional sizes summed "
+        "(each page once).",
         "",
         "| measure | wall (median) | CPU user+sys | peak RSS (tree) | peak PSS (tree) "
         "| ratio to ruff (wall / CPU) |",
