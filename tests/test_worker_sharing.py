@@ -232,12 +232,14 @@ def test_workers_without_the_cache_share_summaries_in_a_run_folder_removed_at_th
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+@pytest.mark.parametrize("phases_at", [2, 3], ids=["phases prepared", "phases not prepared"])
 def test_the_project_text_scans_are_made_once_in_the_parent_while_workers_screen(
-        tmp_path: Path, monkeypatch) -> None:
-    """Past `PREPARED_WHILE_SCREENING_AT` confirmed files, the parent builds the phases'
-    project-wide indexes and reads every file's setup words while workers screen; the
-    analysing workers inherit them (none scans the project's text again) and the findings
-    are those of one process."""
+        tmp_path: Path, monkeypatch, phases_at: int) -> None:
+    """While workers screen, the parent reads every file's setup words once a file is
+    confirmed, and builds the phases' project-wide indexes once `PHASES_PREPARED_AT` are;
+    the analysing workers inherit them (none scans the project's text for them again) and
+    the findings are those of one process. Below the threshold the workers build the
+    phases' indexes they ask for themselves."""
     import shutil
 
     from ckptlint.analysis import setup as setup_module
@@ -254,10 +256,11 @@ def test_the_project_text_scans_are_made_once_in_the_parent_while_workers_screen
         def wrapper(self, *args, **kwargs):
             if getattr(self, built) is None:
                 with open(log, "a") as stream:
-                    stream.write(f"{built} {os.getpid()}\n")
+                    stream.write(f"{built} {os.getpid() == parent}\n")
             return original(self, *args, **kwargs)
         return wrapper
 
+    parent = os.getpid()
     monkeypatch.setattr(PhaseFinder, "calling_index",
                         logged(PhaseFinder.calling_index, "_calling"))
     monkeypatch.setattr(PhaseFinder, "written_attributes",
@@ -266,16 +269,20 @@ def test_the_project_text_scans_are_made_once_in_the_parent_while_workers_screen
 
     def logged_words(text: str) -> set[str]:
         with open(log, "a") as stream:
-            stream.write(f"words {os.getpid()}\n")
+            stream.write(f"words {os.getpid() == parent}\n")
         return original_words(text)
 
     monkeypatch.setattr(setup_module, "setup_words", logged_words)
     monkeypatch.setattr(Run, "CHUNKED_MIN_FILES", 1)
-    monkeypatch.setattr(Run, "PREPARED_WHILE_SCREENING_AT", 2)
+    monkeypatch.setattr(Run, "PHASES_PREPARED_AT", phases_at)
     shared = lint([str(tree)], Config(root=tree), use_cache=False, jobs=2)
     assert shared.stats["pool"] and shared.stats["confirmed"] == 2
     assert [f.to_json() for f in shared.findings] == [f.to_json() for f in alone.findings]
     built = log.read_text().split("\n")[:-1]
-    assert sorted(set(built)) == [f"_calling {os.getpid()}", f"_written {os.getpid()}",
-                                  f"words {os.getpid()}"]
-    assert built.count(f"words {os.getpid()}") == len(list(tree.glob("*.py")))
+    assert built.count("words True") == len(list(tree.glob("*.py")))
+    assert "words False" not in built
+    if phases_at == 2:
+        assert sorted(set(built)) == ["_calling True", "_written True", "words True"]
+    else:
+        assert "_calling True" not in built and "_written True" not in built
+        assert "_written False" in built  # asked, so made by the workers

@@ -311,15 +311,17 @@ class Analysis:
         self.site_rules = [rule for rule in rules if isinstance(rule, SiteRule)]
         self.segment_rules = [rule for rule in rules if isinstance(rule, SegmentRule)]
 
-    def build_project_indexes(self) -> None:
-        """The project-wide text scans the rules ask for, made now: the phases' indexes
-        (`PhaseFinder.build_indexes`) when a segment rule is enabled (only those ask the
-        phases), the training setup's words of every file when a site rule is (they ask
-        the setup)."""
-        if self.segment_rules:
-            self.context.bindings.phases.build_indexes()
+    def read_setup_words(self) -> None:
+        """Every project file's training-setup words, read now, when a site rule is enabled
+        (they ask the setup of every site whose mode is known)."""
         if self.site_rules:
             self.context.setup_reader.read_words(self.project.source_files())
+
+    def build_phase_indexes(self) -> None:
+        """The phases' project-wide indexes, made now (`PhaseFinder.build_indexes`), when a
+        segment rule is enabled (only those ask the phases)."""
+        if self.segment_rules:
+            self.context.bindings.phases.build_indexes()
 
     def renewed(self) -> Analysis:
         """A new analysis holding nothing derived from libcst trees (every answer kept by node

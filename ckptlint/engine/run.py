@@ -148,13 +148,13 @@ class Run:
     # reads. Candidates go to workers either way, even a single one: a crash in libcst's
     # native parser then costs that file a CKP999, not the run.
     CHUNKED_MIN_FILES = 32
-    # Once workers screening have confirmed this many files to hold a site, this process,
-    # idle meanwhile, prepares the analysis, the phases' project-wide text indexes included
-    # (`Analysis.build_project_indexes`): with that many sites the analysing workers ask the
-    # phases of many state changes, and each would scan the project's text for them
-    # itself. (diffusers: 109 files with sites, both workers scanned; torch's own tree: 15,
-    # neither did.)
-    PREPARED_WHILE_SCREENING_AT = 32
+    # While workers screen, this process (idle meanwhile) prepares the analysis as soon as
+    # one file is confirmed to hold a site (`prepare_analysis`); once this many are, it also
+    # builds the phases' project-wide indexes (`Analysis.build_phase_indexes`): with that
+    # many sites the analysing workers ask the phases of many state changes, and each would
+    # scan the project's text for them itself. (diffusers: 109 files with sites, both
+    # workers scanned; torch's own tree: 15, neither did.)
+    PHASES_PREPARED_AT = 32
 
     def __init__(self, linter: Linter, targets: list[tuple[Path, str]], *,
                  jobs: int | None, use_cache: bool) -> None:
@@ -290,16 +290,19 @@ class Run:
         return sorted(screened.items())
 
     def on_screened(self, examined: Examined | None) -> None:
-        """While workers screen: import libcst here once a file passes the text tests, and
-        prepare the analysis once `PREPARED_WHILE_SCREENING_AT` files are confirmed."""
+        """While workers screen: import libcst here once a file passes the text tests,
+        prepare the analysis once one is confirmed, and build the phases' indexes once
+        `PHASES_PREPARED_AT` are."""
         if examined is None:
             return
         if examined.candidate or (examined.result is not None and examined.result.candidate):
             self.preload()
         if examined.candidate:
             self.confirmed_while_screening += 1
-            if self.confirmed_while_screening == self.PREPARED_WHILE_SCREENING_AT:
-                self.prepare_analysis(indexes=True)
+            if self.confirmed_while_screening == 1:
+                self.prepare_analysis()
+            if self.confirmed_while_screening == self.PHASES_PREPARED_AT:
+                self.prepare_phases()
 
     def preload(self) -> None:
         """Import libcst and the rules here (once): workers forked later start with them."""
@@ -310,11 +313,11 @@ class Run:
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
 
-    def prepare_analysis(self, *, indexes: bool = False) -> None:
+    def prepare_analysis(self) -> None:
         """Build here, before two analysing workers or more fork, the whole-project facts
         each of them would otherwise build for itself: the rules and the resolver
         (`Linter.analysis`), the project's text index (the subclass and decorator lists,
-        the hand-written checkpoint classes), and (`indexes`) the phases' indexes. Forked
+        the hand-written checkpoint classes), every file's training-setup words. Forked
         workers inherit them."""
         if not self.preloaded_analysis:
             self.preloaded_analysis = True
@@ -325,11 +328,20 @@ class Run:
                 analysis = self.linter.analysis  # the rules and the resolver
                 text_index(analysis.project).build()
                 self.linter.hand_rolled_classes()
-                if indexes:
-                    analysis.build_project_indexes()
+                analysis.read_setup_words()
                 self.linter.project.forget_file_state()  # not carried into every worker
             except Exception:  # noqa: BLE001 - each worker will report it per file
                 pass
+
+    def prepare_phases(self) -> None:
+        """The phases' project-wide indexes, built here for the analysing workers forked
+        later (`prepare_analysis` first)."""
+        self.prepare_analysis()
+        try:
+            self.linter.analysis.build_phase_indexes()
+            self.linter.project.forget_file_state()
+        except Exception:  # noqa: BLE001 - each worker will report it per file
+            pass
 
     def share_summaries(self) -> None:
         """Before two analysing workers or more fork: let them share the summary store
