@@ -18,7 +18,6 @@ files on one core, against 1.7 s for ruff's complete run), and any general linte
 from __future__ import annotations
 
 import gc
-import hashlib
 import importlib
 import os
 from collections import Counter
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ckptlint.analysis.apis import api_table
+from ckptlint.analysis.summary_store import text_digest
 from ckptlint.config import Config
 from ckptlint.engine.memory import release_free_memory
 from ckptlint.findings import Finding, Position, SiteRecord
@@ -404,10 +404,6 @@ class Screened:
     def holds(self, text: str) -> bool:
         """Whether `text` is the text screened (the file may have changed since)."""
         return text_digest(text) == self.digest
-
-
-def text_digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 @dataclass

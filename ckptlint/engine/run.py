@@ -148,8 +148,9 @@ class Run:
     # reads. Candidates go to workers either way, even a single one: a crash in libcst's
     # native parser then costs that file a CKP999, not the run.
     CHUNKED_MIN_FILES = 32
-    # While workers screen, this process (idle meanwhile) prepares the analysis as soon as
-    # one file is confirmed to hold a site (`prepare_analysis`); once this many are, it also
+    # While workers screen, this process (idle meanwhile) prepares the analysis once two
+    # files are confirmed to hold a site (two analysing workers will run: `new_pool`, which
+    # prepares it otherwise, `prepare_analysis`); once this many are, it also
     # builds the phases' project-wide indexes (`Analysis.build_phase_indexes`): with that
     # many sites the analysing workers ask the phases of many state changes, and each would
     # scan the project's text for them itself. (diffusers: 109 files with sites, both
@@ -291,7 +292,7 @@ class Run:
 
     def on_screened(self, examined: Examined | None) -> None:
         """While workers screen: import libcst here once a file passes the text tests,
-        prepare the analysis once one is confirmed, and build the phases' indexes once
+        prepare the analysis once two are confirmed, and build the phases' indexes once
         `PHASES_PREPARED_AT` are."""
         if examined is None:
             return
@@ -299,7 +300,7 @@ class Run:
             self.preload()
         if examined.candidate:
             self.confirmed_while_screening += 1
-            if self.confirmed_while_screening == 1:
+            if self.confirmed_while_screening == 2:
                 self.prepare_analysis()
             if self.confirmed_while_screening == self.PHASES_PREPARED_AT:
                 self.prepare_phases()
