@@ -271,7 +271,7 @@ def test_facts_by_path_are_answered_without_reading_an_unchanged_file(tmp_path: 
     """The facts asked of every project file are kept with the file's stat signature: an
     unchanged file is not read again, an edited one is, and a text read before the file
     changed is not stored under the new signature."""
-    from ckptlint.analysis.phases import called_names, name_set, sorted_names
+    from ckptlint.analysis.text_facts import called_names, name_set, sorted_names
     from ckptlint.storage.file_signature import signature
 
     path = tmp_path / "m.py"
@@ -347,7 +347,7 @@ def test_facts_by_path_from_two_processes_are_merged_and_gone_files_dropped(
         tmp_path: Path) -> None:
     """Workers write `files.json` in turn: each write keeps what another wrote since it
     read the file, and drops the records of files deleted or changed since."""
-    from ckptlint.analysis.phases import called_names, name_set, sorted_names
+    from ckptlint.analysis.text_facts import called_names, name_set, sorted_names
     from ckptlint.storage.file_signature import signature
 
     paths = [tmp_path / f"m{number}.py" for number in range(3)]
@@ -374,3 +374,44 @@ def test_facts_by_path_from_two_processes_are_merged_and_gone_files_dropped(
     three.flush()
     stored = json.loads((tmp_path / "store" / "files.json").read_text())
     assert sorted(stored) == [str(paths[2])]
+
+
+def test_facts_read_by_another_process_are_kept_while_the_file_keeps_its_signature(
+        tmp_path: Path) -> None:
+    """`keep_path_facts`: the facts a screening worker read for the phases' indexes are
+    stored by path as `path_fact` stores its own, and answered without reading the file;
+    facts read before the file changed, or of a file without text, are not kept."""
+    from ckptlint.analysis.project import scanned_text
+    from ckptlint.analysis.text_facts import (
+        called_names,
+        index_facts,
+        index_facts_of_files,
+        name_set,
+        sorted_names,
+    )
+
+    path = tmp_path / "m.py"
+    path.write_text("def f(x):\n    g(x)\n    x.attr.append(1)\n")
+    [(read_as, facts)] = index_facts_of_files([str(path)])
+    kept, signature_read = scanned_text(path)
+    assert read_as == list(signature_read) and facts == index_facts(kept, read_as)[1]
+    assert facts == {"calls": ["1", "append", "g", "x"], "written": ["attr"]}
+
+    def unread() -> tuple[str, None]:
+        raise AssertionError("the file was read")
+
+    store = SummaryStore(tmp_path / "store")
+    store.keep_path_facts(path, read_as, facts)
+    store.flush()
+    again = SummaryStore(tmp_path / "store")
+    assert again.path_fact(path, "calls", unread, called_names, sorted_names,
+                           name_set) == {"1", "append", "g", "x"}
+    assert again.holds_path_facts("written", [path])
+
+    path.write_text("def f():\n    h()\n")
+    changed = SummaryStore(tmp_path / "store2")
+    changed.keep_path_facts(path, read_as, facts)  # read before the edit
+    changed.keep_path_facts(tmp_path / "empty.py", read_as, {})
+    changed.flush()
+    assert not (tmp_path / "store2" / "files.json").exists()
+    assert index_facts_of_files([str(tmp_path / "missing.py")]) == [(None, {})]

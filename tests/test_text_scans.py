@@ -47,7 +47,7 @@ def written_on_an_element(text: str, attr: str) -> bool:
     `for` on the same line, before its `:`, names before an `in`."""
     import re
 
-    from ckptlint.analysis.phases import ASSIGN_OPERATOR
+    from ckptlint.analysis.text_facts import ASSIGN_OPERATOR
 
     pattern = re.compile(rf"(?:\]|\b(\w+))[ \t]*\.{re.escape(attr)}(?:[ \t]*"
                          rf"(?:\[[^\]\n]*\][ \t]*)?{ASSIGN_OPERATOR}|\.\w+)")
@@ -117,7 +117,7 @@ def test_called_names_are_the_names_the_one_expression_definition_finds() -> Non
     import re
     from pathlib import Path
 
-    from ckptlint.analysis.phases import PASSED_NAME, called_names
+    from ckptlint.analysis.text_facts import PASSED_NAME, called_names
 
     called = re.compile(r"\b(?<!def )(\w++)\s*+\(")
     root = Path(__file__).parent

@@ -232,57 +232,66 @@ def test_workers_without_the_cache_share_summaries_in_a_run_folder_removed_at_th
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
-@pytest.mark.parametrize("phases_at", [2, 3], ids=["phases prepared", "phases not prepared"])
-def test_the_project_text_scans_are_made_once_in_the_parent_while_workers_screen(
-        tmp_path: Path, monkeypatch, phases_at: int) -> None:
+@pytest.mark.parametrize(("phases_at", "workers_read"),
+                         [(2, True), (2, False), (3, True)],
+                         ids=["phases prepared", "no worker reads", "phases not prepared"])
+def test_the_project_text_scans_are_made_once_while_workers_screen(
+        tmp_path: Path, monkeypatch, phases_at: int, workers_read: bool) -> None:
     """While workers screen, the parent reads every file's setup words once a file is
-    confirmed, and builds the phases' project-wide indexes once `PHASES_PREPARED_AT` are;
-    the analysing workers inherit them (none scans the project's text for them again) and
-    the findings are those of one process. Below the threshold the workers build the
-    phases' indexes they ask for themselves."""
+    confirmed; once `PHASES_PREPARED_AT` are, the screening workers read most files' facts
+    for the phases' project-wide indexes, the parent the rest, and the parent builds the
+    indexes. The analysing workers inherit them (none scans the project's text for them
+    again) and the findings are those of one process. When no worker can read its part,
+    the parent reads it. Below the threshold the analysing workers build the phases'
+    indexes they ask for themselves."""
     import shutil
 
+    from ckptlint.analysis import phases as phases_module
     from ckptlint.analysis import setup as setup_module
+    from ckptlint.analysis import text_facts
     from ckptlint.analysis.phases import PhaseFinder
+    from ckptlint.engine.pool import WorkerPool
     from ckptlint.engine.run import Run
 
     tree = tmp_path / "tree"
     shutil.copytree(FIXTURES / "projects" / "state_phases", tree)
     shutil.copy(tree / "model.py", tree / "model2.py")
+    for number in range(6):  # enough files for the parent to read a share itself
+        (tree / f"helper{number}.py").write_text(f"def helper{number}(x):\n    x.scale = 2\n")
     alone = lint([str(tree)], Config(root=tree), use_cache=False, jobs=1)
     log = tmp_path / "built.log"
+    parent = os.getpid()
 
-    def logged(original, built: str):
-        def wrapper(self, *args, **kwargs):
-            if getattr(self, built) is None:
-                with open(log, "a") as stream:
-                    stream.write(f"{built} {os.getpid() == parent}\n")
-            return original(self, *args, **kwargs)
+    def logged(original, what):
+        def wrapper(*args, **kwargs):
+            with open(log, "a") as stream:
+                stream.write(f"{what(*args)} {os.getpid() == parent}\n")
+            return original(*args, **kwargs)
         return wrapper
 
-    parent = os.getpid()
-    monkeypatch.setattr(PhaseFinder, "calling_index",
-                        logged(PhaseFinder.calling_index, "_calling"))
-    monkeypatch.setattr(PhaseFinder, "written_attributes",
-                        logged(PhaseFinder.written_attributes, "_written"))
-    original_words = setup_module.setup_words
-
-    def logged_words(text: str) -> set[str]:
-        with open(log, "a") as stream:
-            stream.write(f"words {os.getpid() == parent}\n")
-        return original_words(text)
-
-    monkeypatch.setattr(setup_module, "setup_words", logged_words)
+    monkeypatch.setattr(PhaseFinder, "index_of",
+                        logged(PhaseFinder.index_of, lambda self, fact, *_: f"index-{fact}"))
+    facts = logged(text_facts.index_facts, lambda *_: "facts")
+    for module in (text_facts, phases_module):  # read in a worker, and here
+        monkeypatch.setattr(module, "index_facts", facts)
+    monkeypatch.setattr(setup_module, "setup_words",
+                        logged(setup_module.setup_words, lambda *_: "words"))
+    if not workers_read:
+        monkeypatch.setattr(WorkerPool, "run", lambda self, function, *args: None)
     monkeypatch.setattr(Run, "CHUNKED_MIN_FILES", 1)
     monkeypatch.setattr(Run, "PHASES_PREPARED_AT", phases_at)
     shared = lint([str(tree)], Config(root=tree), use_cache=False, jobs=2)
     assert shared.stats["pool"] and shared.stats["confirmed"] == 2
     assert [f.to_json() for f in shared.findings] == [f.to_json() for f in alone.findings]
     built = log.read_text().split("\n")[:-1]
-    assert built.count("words True") == len(list(tree.glob("*.py")))
+    files = len(list(tree.glob("*.py")))
+    assert built.count("words True") == files
     assert "words False" not in built
     if phases_at == 2:
-        assert sorted(set(built)) == ["_calling True", "_written True", "words True"]
+        assert built.count("facts True") + built.count("facts False") == files
+        assert ("facts False" in built) == workers_read and "facts True" in built
+        assert sorted(line for line in set(built) if line.startswith("index")) \
+            == ["index-calls True", "index-written True"]
     else:
-        assert "_calling True" not in built and "_written True" not in built
-        assert "_written False" in built  # asked, so made by the workers
+        assert not any(line.startswith("facts") for line in built)
+        assert "index-written False" in built  # asked, so made by the workers

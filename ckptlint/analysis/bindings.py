@@ -30,6 +30,7 @@ from pathlib import Path
 import libcst as cst
 
 from ckptlint.analysis.changes import ACCUMULATING, ChangeHow
+from ckptlint.analysis.mutators import CONTAINER_MUTATORS, is_mutator
 from ckptlint.analysis.phases import SETUP_METHODS, PhaseFinder, When, function_key
 from ckptlint.analysis.project import Project
 from ckptlint.analysis.resolve import ClassInfo, Resolver
@@ -41,10 +42,8 @@ from ckptlint.analysis.scopes import (
     is_staticmethod,
 )
 from ckptlint.analysis.segment import (
-    CONTAINER_MUTATORS,
     compact,
     import_qualnames,
-    is_mutator,
     memo_containers,
     reads_target,
 )

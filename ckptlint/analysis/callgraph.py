@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from ckptlint.analysis.apis import BUILTIN_APIS, SiteKind
 from ckptlint.analysis.changes import ChangeHow
-from ckptlint.analysis.segment import CONTAINER_MUTATORS, FRAMEWORK_PACKAGES, is_mutator
+from ckptlint.analysis.mutators import CONTAINER_MUTATORS, is_mutator
+from ckptlint.analysis.segment import FRAMEWORK_PACKAGES
 from ckptlint.syntax.ast_nodes import child_nodes, walk_nodes
 
 FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook",

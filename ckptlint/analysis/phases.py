@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,10 +46,19 @@ from ckptlint.analysis.callgraph import (
     summary_from_plain,
     summary_to_plain,
 )
-from ckptlint.analysis.segment import CONTAINER_MUTATORS, is_mutator
+from ckptlint.analysis.mutators import CONTAINER_MUTATORS, is_mutator
 from ckptlint.analysis.summary_store import SignedText, SummaryStore
+from ckptlint.analysis.text_facts import (
+    ASSIGN_OPERATOR,
+    IndexFacts,
+    called_names,
+    index_facts,
+    name_set,
+    sorted_names,
+    written_attribute_names,
+)
 from ckptlint.enums import TextEnum
-from ckptlint.storage.plain_data import ShapeError, want_strs
+from ckptlint.storage.plain_data import ShapeError
 
 # Methods that set an object up: their writes are configuration, whoever calls them.
 SETUP_METHODS = frozenset({
@@ -138,42 +147,6 @@ def function_key(qualname: str) -> str:
     return ".".join(parts)
 
 
-# `.attr = `, `.attr[k] += `, `.attr.b = `, `.attr.append(` and the like: the attribute
-# (group 1) and, for a method called on it, the method (group 2).
-ASSIGN_OPERATOR = r"(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)"
-ATTRIBUTE_WRITE = re.compile(
-    rf"\.(\w+)(?=[ \t]*(?:\[[^\]\n]*\][ \t]*)?{ASSIGN_OPERATOR}"
-    rf"|\.\w+[ \t]*{ASSIGN_OPERATOR}|\.(\w+)[ \t]*\()")
-OWN_RECEIVER = re.compile(r"(?:^|[^\w.])(?:self|cls)$")
-
-
-def written_attribute_names(text: str) -> set[str]:
-    """Attributes the text may change on an object other than its own `self`/`cls`: a cheap
-    superset, made precise by the file's summary."""
-    found: set[str] = set()
-    for match in ATTRIBUTE_WRITE.finditer(text):
-        method = match.group(2)
-        if method is not None and not is_mutator(method):
-            continue
-        start = match.start()
-        if OWN_RECEIVER.search(text, max(0, start - 5), start):
-            continue
-        found.add(match.group(1))
-    return found
-
-
-# A name called (`name(`, not `def name(`) or passed as an argument (`f(x, name)`,
-# `f(key=obj.name)`): what `PhaseFinder.files_calling` looks up.
-# Possessive (`++`, `*+`): a word never matches in part, so giving characters back can never
-# help; not trying is a third faster over a project's texts.
-# The called names are searched for in the reversed text, each found reversed back: there
-# the pattern starts with the literal `(`, which the engine skips to, where
-# `\b(?<!def )(\w++)\s*+\(` in the text itself is tried at every word (nine times slower
-# over diffusers and torch, the same names).
-CALLED_NAME_REVERSED = re.compile(r"\(\s*+(\w++)(?! fed)")
-PASSED_NAME = re.compile(r"[(,=]\s*+(?:\w++\.)?(\w++)(?=\s*[,)])")
-
-
 # A hook registration's arguments, up to the first `)` (a `partial(fn, ...)` names `fn`
 # before it).
 HOOK_REGISTRATION = re.compile(r"register_\w*hook\w*\s*\(([^)]*)")
@@ -189,21 +162,6 @@ def hook_argument_words(text: str) -> frozenset[str]:
 
 
 DIRECT_LOOKUPS = 8  # names looked up one by one before the index is built
-
-
-def called_names(text: str) -> set[str]:
-    """Names the text may call or pass as an argument: a cheap superset, made precise by the
-    file's summary."""
-    return {*(name[::-1] for name in CALLED_NAME_REVERSED.findall(text[::-1])),
-            *PASSED_NAME.findall(text)}
-
-
-def sorted_names(names: set[str]) -> list[str]:
-    return sorted(names)
-
-
-def name_set(data: object) -> set[str]:
-    return set(want_strs(data, "names"))
 
 
 def plain_summary(summary: FileSummary | None) -> dict | None:
@@ -327,19 +285,42 @@ class PhaseFinder:
     def calling_index(self) -> dict[str, list[Path]]:
         """Name -> the project files whose text may call it or pass it as an argument."""
         if self._calling is None:
-            index: dict[str, list[Path]] = {}
-            for path in self.files():
-                for called in self.text_fact(path, "calls", called_names) or ():
-                    index.setdefault(called, []).append(path)
-            self._calling = index
+            self._calling = self.index_of("calls", called_names)
         return self._calling
 
-    def build_indexes(self) -> None:
+    def index_of(self, fact: str, names: Callable[[str], set[str]],
+                 found: Mapping[Path, IndexFacts] | None = None) -> dict[str, list[Path]]:
+        """Name -> the project files whose text `fact` holds it, in the files' order; from
+        `found` for the files there (`build_indexes`), else from `text_fact`."""
+        index: dict[str, list[Path]] = {}
+        for path in self.files():
+            entry = found.get(path) if found else None
+            for name in (entry[1].get(fact, ()) if entry is not None
+                         else self.text_fact(path, fact, names) or ()):
+                index.setdefault(name, []).append(path)
+        return index
+
+    def build_indexes(self, found: Mapping[Path, IndexFacts] | None = None) -> None:
         """Make the two project-wide indexes now (who may call a name, who may write an
         attribute on another object): in a process about to fork analysing workers, which
-        then inherit them instead of each scanning the project's text for itself."""
-        self.calling_index()
-        self.written_attributes()
+        then inherit them instead of each scanning the project's text for itself.
+
+        `found`: the files' `index_facts`, read by other processes (the screening workers);
+        those are kept by path in the store as `text_fact` keeps its own, and the files not
+        in it are read here."""
+        if found:
+            for path, (read_as, facts) in found.items():
+                self.store.keep_path_facts(path, read_as, facts)
+        self._calling = self.index_of("calls", called_names, found)
+        self._written = self.index_of("written", written_attribute_names, found)
+
+    def own_index_facts(self, paths: list[Path]) -> dict[Path, IndexFacts]:
+        """`index_facts` of files read here, for `build_indexes`."""
+        found = {}
+        for path in paths:
+            text, read_as = self.signed_text(path)
+            found[path] = index_facts(text, list(read_as) if read_as is not None else None)
+        return found
 
     # -- the phase of a row and of a function ------------------------------------------------
     def when(self, path: Path, function: str, row: int) -> When:
@@ -583,9 +564,5 @@ class PhaseFinder:
         """Attribute name -> the project files whose text may write it on another object:
         one scan of the project's text per run, whatever the number of attributes asked."""
         if self._written is None:
-            index: dict[str, list[Path]] = {}
-            for path in self.files():
-                for attr in self.text_fact(path, "written", written_attribute_names) or ():
-                    index.setdefault(attr, []).append(path)
-            self._written = index
+            self._written = self.index_of("written", written_attribute_names)
         return self._written

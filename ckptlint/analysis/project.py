@@ -82,6 +82,20 @@ def package_root(path: Path, known: dict[Path, Path] | None = None) -> Path:
     return root
 
 
+def scanned_text(path: str | Path) -> tuple[str | bytes | None, Signature | None]:
+    """A project file's text as kept for the text searches (`compact_text`; None when
+    unreadable or larger than `MAX_SCANNED_TEXT`), and its stat signature taken before it
+    was read."""
+    try:
+        info = os.stat(path)
+        if info.st_size > MAX_SCANNED_TEXT:
+            return None, None
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return compact_text(file.read()), signature(info)
+    except OSError:
+        return None, None
+
+
 class Project:
     """Maps files to dotted module names and back, and keeps each parsed module once."""
 
@@ -286,16 +300,9 @@ class Project:
     def _kept_text(self, path: Path) -> str | bytes | None:
         """`source_text` as kept (`compact_text`), read on first use."""
         if path not in self._texts:
-            try:
-                info = path.stat()
-                if info.st_size > MAX_SCANNED_TEXT:
-                    self._texts[path] = None
-                else:
-                    text = path.read_text(encoding="utf-8", errors="replace")
-                    self._texts[path] = compact_text(text)
-                    self._text_signatures[path] = signature(info)
-            except OSError:
-                self._texts[path] = None
+            self._texts[path], read_as = scanned_text(path)
+            if read_as is not None:
+                self._text_signatures[path] = read_as
         return self._texts[path]
 
     def signed_text(self, path: Path) -> SignedText:

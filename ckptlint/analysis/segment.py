@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import libcst as cst
 
+from ckptlint.analysis.mutators import is_mutator
 from ckptlint.analysis.resolve import ClassInfo, FunctionValue, Resolver
 from ckptlint.analysis.scopes import ASSIGNED, BindingKind, Scope, ScopeKind
 from ckptlint.enums import TextEnum
@@ -42,23 +43,6 @@ FRAMEWORK_PACKAGES = frozenset({
     "json", "inspect", "threading", "multiprocessing", "copy", "enum", "builtins", "numbers",
     "weakref", "types", "traceback", "socket", "uuid", "pickle", "io", "pathlib", "string",
 })
-
-# Methods that change their receiver in place (containers and tensors).
-CONTAINER_MUTATORS = frozenset({
-    "append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault",
-    "add", "discard", "appendleft", "extendleft", "popleft", "sort", "reverse", "put",
-    "put_nowait", "__setitem__", "__delitem__",
-})
-TENSOR_NOT_MUTATING_UNDERSCORE = frozenset({"requires_grad_"})
-
-
-def is_mutator(method: str) -> bool:
-    """`append`/`update`/... and in-place tensor ops (`add_`, `copy_`, `zero_`, ...)."""
-    if method in CONTAINER_MUTATORS:
-        return True
-    return (method.endswith("_") and not method.startswith("_") and len(method) > 1
-            and method not in TENSOR_NOT_MUTATING_UNDERSCORE)
-
 
 _NO_CODE = cst.Module([])  # for `code_for_node`, which reads only its formatting defaults
 

@@ -178,6 +178,24 @@ class SummaryStore:
             self._by_path_changed.add(key)
         return value
 
+    def keep_path_facts(self, path: Path, read_as: list[int] | None,
+                        facts: dict[str, Any]) -> None:
+        """Facts (plain) another process made from the text of the file at `path`, read
+        when the file had the signature `read_as`: kept as `path_fact` keeps its own, while
+        the file still has that signature."""
+        if not self.keeps_paths or read_as is None or not facts:
+            return
+        key = str(path)
+        now = current_signature(key)
+        if now != read_as:
+            return
+        record = self._path_record(key, now)
+        if record is None:
+            assert self._by_path is not None
+            record = self._by_path[key] = [*now, {}]
+        record[4].update(facts)
+        self._by_path_changed.add(key)
+
     def holds_path_facts(self, name: str, paths: list[Path]) -> bool:
         """Whether `path_fact` answers `name` for nearly all of `paths` (all but a tenth)
         without reading them (a stat each): then a whole-project index of that fact costs

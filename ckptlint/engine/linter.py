@@ -44,6 +44,7 @@ from ckptlint.syntax.reading import (
 )
 
 if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
+    from ckptlint.analysis.phases import PhaseFinder
     from ckptlint.engine.cache import CacheKey
 
 PARSE_ERROR = "CKP999"
@@ -317,11 +318,11 @@ class Analysis:
         if self.site_rules:
             self.context.setup_reader.read_words(self.project.source_files())
 
-    def build_phase_indexes(self) -> None:
-        """The phases' project-wide indexes, made now (`PhaseFinder.build_indexes`), when a
-        segment rule is enabled (only those ask the phases)."""
-        if self.segment_rules:
-            self.context.bindings.phases.build_indexes()
+    def phases_to_index(self) -> PhaseFinder | None:
+        """The phases, whose project-wide indexes (`PhaseFinder.build_indexes`) are worth
+        making before analysing workers fork when a segment rule is enabled (only those ask
+        the phases); else None."""
+        return self.context.bindings.phases if self.segment_rules else None
 
     def renewed(self) -> Analysis:
         """A new analysis holding nothing derived from libcst trees (every answer kept by node

@@ -152,6 +152,16 @@ class WorkerPool:
             self.executor = self._new_executor(self.jobs)
         self._submit(chunk, analyse)
 
+    def run(self, function, *args) -> Future | None:
+        """`function(*args)` in a worker, after the chunks submitted so far (None when no
+        worker can run it: the pool is broken, or has not started)."""
+        if self.broken or self.executor is None:
+            return None
+        try:
+            return self.executor.submit(function, *args)
+        except (BrokenProcessPool, RuntimeError, OSError):
+            return None
+
     def _submit(self, chunk: list[Item], analyse: bool) -> None:
         assert self.executor is not None
         # The first submit forks the workers. Objects frozen then are never visited by the

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ckptlint.analysis.apis import SiteKind
+from ckptlint.analysis.text_facts import IndexFacts, index_facts_of_files
 from ckptlint.config import Config
 from ckptlint.engine.discover import discover
 from ckptlint.engine.linter import (
@@ -36,8 +37,11 @@ from ckptlint.syntax.notebook import Notebooks, decode_file, is_notebook
 from ckptlint.syntax.reading import SourceError
 
 if TYPE_CHECKING:  # the cache module is loaded only when a run uses the cache
+    from concurrent.futures import Future
+
     from ckptlint.analysis.summary_store import SummaryStore
     from ckptlint.engine.cache import Cache, CacheKey
+    from ckptlint.engine.pool import WorkerPool
 
 STATS_ENV = "CKPTLINT_STATS"  # set to print what each stage did to stderr (JSON)
 # Site records that switch checkpointing on elsewhere: no segment of their own to analyse.
@@ -150,11 +154,11 @@ class Run:
     CHUNKED_MIN_FILES = 32
     # While workers screen, this process (idle meanwhile) prepares the analysis once two
     # files are confirmed to hold a site (two analysing workers will run: `new_pool`, which
-    # prepares it otherwise, `prepare_analysis`); once this many are, it also
-    # builds the phases' project-wide indexes (`Analysis.build_phase_indexes`): with that
-    # many sites the analysing workers ask the phases of many state changes, and each would
-    # scan the project's text for them itself. (diffusers: 109 files with sites, both
-    # workers scanned; torch's own tree: 15, neither did.)
+    # prepares it otherwise, `prepare_analysis`); once this many are, it also has the
+    # phases' project-wide indexes built (`prepare_phases`): with that many sites the
+    # analysing workers ask the phases of many state changes, and each would scan the
+    # project's text for them itself. (diffusers: 109 files with sites, both workers
+    # scanned; torch's own tree: 15, neither did.)
     PHASES_PREPARED_AT = 32
 
     def __init__(self, linter: Linter, targets: list[tuple[Path, str]], *,
@@ -174,6 +178,12 @@ class Run:
         self.preloaded = False
         self.preloaded_analysis = False
         self.confirmed_while_screening = 0
+        # The pool screening files, while it does (`screen`); the facts behind the phases'
+        # indexes read so far, and the parts of the project's files given to its workers,
+        # each with the answer to come (`prepare_phases`).
+        self.screening: WorkerPool | None = None
+        self.phase_facts: dict[Path, IndexFacts] | None = None
+        self.phase_parts: list[tuple[list[Path], Future | None]] = []
         # The summary store analysing workers share (`share_summaries`), and the folder of
         # the one made for a run without the cache (removed at the end).
         self.shared_store: SummaryStore | None = None
@@ -286,7 +296,10 @@ class Run:
         for chunk in chunks([(index, *self.targets[index]) for index in todo],
                             [todo[index] for index in todo], self.jobs):
             pool.submit(chunk, analyse=False)
+        self.screening = pool
         screened = pool.results(each=self.on_screened)
+        self.finish_phases()
+        self.screening = None
         pool.shutdown()
         return sorted(screened.items())
 
@@ -335,11 +348,52 @@ class Run:
                 pass
 
     def prepare_phases(self) -> None:
-        """The phases' project-wide indexes, built here for the analysing workers forked
-        later (`prepare_analysis` first)."""
+        """Start the phases' project-wide indexes for the analysing workers forked later
+        (`prepare_analysis` first). The facts behind them are read from every project file:
+        the screening workers read most files' once done screening, this process a share
+        meanwhile (it would otherwise read them all while the workers idle);
+        `finish_phases` builds the indexes."""
         self.prepare_analysis()
         try:
-            self.linter.analysis.build_phase_indexes()
+            phases = self.linter.analysis.phases_to_index()
+            if phases is None:
+                return
+            files = phases.files()
+            if self.screening is None or phases.store.holds_path_facts("calls", files):
+                self.phase_facts = {}  # read here, most from the store's facts by path
+                return
+            own = len(files) // (2 * self.screening.jobs + 1)
+            rest = files[own:]
+            size = -(-len(rest) // self.screening.jobs)
+            for start in range(0, len(rest), size):
+                part = rest[start:start + size]
+                self.phase_parts.append(
+                    (part, self.screening.run(index_facts_of_files, [str(p) for p in part])))
+            self.phase_facts = phases.own_index_facts(files[:own])
+        except Exception:  # noqa: BLE001 - each worker will report it per file
+            pass
+
+    def finish_phases(self) -> None:
+        """Build the phases' indexes `prepare_phases` started, from the facts the screening
+        workers read (those a worker did not give are read here)."""
+        if self.phase_facts is None:
+            return
+        found, parts = self.phase_facts, self.phase_parts
+        self.phase_facts, self.phase_parts = None, []
+        try:
+            phases = self.linter.analysis.phases_to_index()
+            if phases is None:
+                return
+            for part, future in parts:
+                try:
+                    answers = future.result() if future is not None else None
+                except Exception:  # noqa: BLE001 - a worker died or failed: read here
+                    answers = None
+                if answers is not None and len(answers) == len(part):
+                    found.update(zip(part, answers))
+                else:
+                    found.update(phases.own_index_facts(part))
+            phases.build_indexes(found)
             self.linter.project.forget_file_state()
         except Exception:  # noqa: BLE001 - each worker will report it per file
             pass
