@@ -18,9 +18,11 @@ reads, writes and in-place mutations, and branch conditions, each with its scope
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import libcst as cst
@@ -196,6 +198,13 @@ class Segment:
     @property
     def mode(self) -> Mode:
         return self.site.mode
+
+    @functools.cached_property
+    def places(self) -> frozenset[tuple[str, Path]]:
+        """(qualified name, resolved module path) of each of its functions (asked once the
+        segment is built)."""
+        return frozenset((reached.function.qualname, reached.module.path)
+                         for reached in self.functions)
 
 
 class SegmentBuilder:

@@ -134,7 +134,18 @@ class SegmentRule(Rule):
         """The state `node` reads and where it changes, when that state is mutable.
 
         `attr`: the name is read as `name.attr`; changes of other attributes do not count.
+        Kept per run: a function many segments reach is asked about the same reads by each
+        (the answer depends on the class its `self` stands for and whether that object is
+        the segment's own, besides the node).
         """
+        owner = reached.function.owner
+        key = ("state-changes", id(node), attr, id(owner.node) if owner is not None else None,
+               reached.fresh_self)
+        return self.context.memo.get(key, lambda: self.find_state_changes(reached, node, scope,
+                                                                          attr))
+
+    def find_state_changes(self, reached: Reached, node: cst.CSTNode, scope: Scope,
+                           attr: str | None) -> StateRead | None:
         if isinstance(node, cst.Name):
             read = self.global_state(reached, node, scope)
             if read is None or attr is None:

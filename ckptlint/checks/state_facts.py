@@ -9,6 +9,7 @@ that decides it (`via`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,13 @@ def source_text(module: SourceModule, node: cst.CSTNode) -> str:
 
 def in_segment(segment: Segment, change: Change) -> bool:
     """Whether the change is made by a function of the segment."""
-    where = function_key(change.where)
-    path = change.path.resolve()
-    return any(reached.function.qualname == where and reached.module.path == path  # resolved
-               for reached in segment.functions)
+    return (function_key(change.where), resolved(change.path)) in segment.places
+
+
+@functools.lru_cache(maxsize=4096)
+def resolved(path: Path) -> Path:
+    """`path.resolve()`, once per path and process (asked for every change of every read)."""
+    return path.resolve()
 
 
 def changes_data(changes: list[tuple[Change, When]]) -> list[dict[str, Any]]:
