@@ -386,6 +386,7 @@ def test_facts_read_by_another_process_are_kept_while_the_file_keeps_its_signatu
         called_names,
         index_facts,
         index_facts_of_files,
+        joined_names,
         name_set,
         sorted_names,
     )
@@ -395,13 +396,15 @@ def test_facts_read_by_another_process_are_kept_while_the_file_keeps_its_signatu
     [(read_as, facts)] = index_facts_of_files([str(path)])
     kept, signature_read = scanned_text(path)
     assert read_as == list(signature_read) and facts == index_facts(kept, read_as)[1]
-    assert facts == {"calls": ["1", "append", "g", "x"], "written": ["attr"]}
+    assert facts == {"calls": "1\nappend\ng\nx", "written": "attr"}
+    plain = {name: joined_names(joined) for name, joined in facts.items()}
+    assert plain == {"calls": ["1", "append", "g", "x"], "written": ["attr"]}
 
     def unread() -> tuple[str, None]:
         raise AssertionError("the file was read")
 
     store = SummaryStore(tmp_path / "store")
-    store.keep_path_facts(path, read_as, facts)
+    store.keep_path_facts(path, read_as, plain)
     store.flush()
     again = SummaryStore(tmp_path / "store")
     assert again.path_fact(path, "calls", unread, called_names, sorted_names,
@@ -410,7 +413,7 @@ def test_facts_read_by_another_process_are_kept_while_the_file_keeps_its_signatu
 
     path.write_text("def f():\n    h()\n")
     changed = SummaryStore(tmp_path / "store2")
-    changed.keep_path_facts(path, read_as, facts)  # read before the edit
+    changed.keep_path_facts(path, read_as, plain)  # read before the edit
     changed.keep_path_facts(tmp_path / "empty.py", read_as, {})
     changed.flush()
     assert not (tmp_path / "store2" / "files.json").exists()

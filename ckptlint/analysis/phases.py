@@ -53,6 +53,7 @@ from ckptlint.analysis.text_facts import (
     IndexFacts,
     called_names,
     index_facts,
+    joined_names,
     name_set,
     sorted_names,
     written_attribute_names,
@@ -295,7 +296,7 @@ class PhaseFinder:
         index: dict[str, list[Path]] = {}
         for path in self.files():
             entry = found.get(path) if found else None
-            for name in (entry[1].get(fact, ()) if entry is not None
+            for name in (joined_names(entry[1].get(fact, "")) if entry is not None
                          else self.text_fact(path, fact, names) or ()):
                 index.setdefault(name, []).append(path)
         return index
@@ -308,9 +309,10 @@ class PhaseFinder:
         `found`: the files' `index_facts`, read by other processes (the screening workers);
         those are kept by path in the store as `text_fact` keeps its own, and the files not
         in it are read here."""
-        if found:
+        if found and self.store.keeps_paths:
             for path, (read_as, facts) in found.items():
-                self.store.keep_path_facts(path, read_as, facts)
+                self.store.keep_path_facts(path, read_as, {
+                    name: joined_names(joined) for name, joined in facts.items()})
         self._calling = self.index_of("calls", called_names, found)
         self._written = self.index_of("written", written_attribute_names, found)
 

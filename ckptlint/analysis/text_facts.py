@@ -74,15 +74,24 @@ INDEX_FACTS: dict[str, Callable[[str], set[str]]] = {
     "calls": called_names, "written": written_attribute_names}
 
 # What a file gives the indexes: its stat signature as read (None: unknown), and each fact
-# of `INDEX_FACTS` as stored (a sorted list), none for a file without text.
-IndexFacts = tuple[list[int] | None, dict[str, list[str]]]
+# of `INDEX_FACTS` as its names, sorted, in one string joined by newlines (none for a file
+# without text). One string a fact, not a list of names: the main process receives these for
+# every project file at once, and thousands of small strings freed together would leave its
+# heap in holes that the analysing workers it forks next copy page by page.
+IndexFacts = tuple[list[int] | None, dict[str, str]]
 
 
 def index_facts(text: str | None, read_as: list[int] | None) -> IndexFacts:
-    """A text's `INDEX_FACTS`, as `PhaseFinder.text_fact` would make and store them."""
+    """A text's `INDEX_FACTS`, as `PhaseFinder.text_fact` would make them."""
     if not text:
         return read_as, {}
-    return read_as, {name: sorted_names(read(text)) for name, read in INDEX_FACTS.items()}
+    return read_as, {name: "\n".join(sorted_names(read(text)))
+                     for name, read in INDEX_FACTS.items()}
+
+
+def joined_names(joined: str) -> list[str]:
+    """The names `index_facts` joined."""
+    return joined.split("\n") if joined else []
 
 
 def index_facts_of_files(paths: list[str]) -> list[IndexFacts]:

@@ -32,6 +32,7 @@ from ckptlint.engine.linter import (
     examine,
     preload_analysis,
 )
+from ckptlint.engine.memory import release_free_memory
 from ckptlint.findings import Finding, Position, SiteRecord
 from ckptlint.syntax.notebook import Notebooks, decode_file, is_notebook
 from ckptlint.syntax.reading import SourceError
@@ -394,7 +395,9 @@ class Run:
                 else:
                     found.update(phases.own_index_facts(part))
             phases.build_indexes(found)
+            found.clear()  # the workers' answers: their lists and strings, freed
             self.linter.project.forget_file_state()
+            release_free_memory()  # before the analysing workers fork
         except Exception:  # noqa: BLE001 - each worker will report it per file
             pass
 
