@@ -10,6 +10,10 @@ waiting for its diagnostics, alternating between the file and the file with a ch
 call's `use_reentrant` flipped, and prints the median, min and max time from sending the
 `didChange` to receiving the diagnostics of that version. The time includes the server's
 debounce pause (`DEBOUNCE_SECONDS`).
+
+By default the file is copied alone into a temporary project (nothing else to reach).
+`--in-tree` opens it where it is, in its own project, as an editor does: its segments reach
+the project's other modules, and the edits stay in the server's buffer (nothing is written).
 """
 
 from __future__ import annotations
@@ -31,14 +35,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default=str(REPO / "examples" / "transformer_block.py"))
     parser.add_argument("--edits", type=int, default=15)
+    parser.add_argument("--in-tree", action="store_true",
+                        help="open the file where it is, in its own project")
     options = parser.parse_args()
     text = Path(options.model).read_text(encoding="utf-8")
     edited = text + "\n\ndef added(x):\n    return x\n"
     with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        (root / "pyproject.toml").write_text("[tool.ckptlint]\n", encoding="utf-8")
-        path = root / Path(options.model).name
-        path.write_text(text, encoding="utf-8")
+        if options.in_tree:
+            path = Path(options.model).resolve()
+            root = path.parent
+        else:
+            root = Path(folder)
+            (root / "pyproject.toml").write_text("[tool.ckptlint]\n", encoding="utf-8")
+            path = root / Path(options.model).name
+            path.write_text(text, encoding="utf-8")
         client = LspClient([*ckptlint_command(), "server"], cwd=root)
         client.initialize(root)
         uri = client.open(path, text)
