@@ -351,9 +351,9 @@ class Run:
     def prepare_phases(self) -> None:
         """Start the phases' project-wide indexes for the analysing workers forked later
         (`prepare_analysis` first). The facts behind them are read from every project file:
-        the screening workers read most files' once done screening, this process a share
-        meanwhile (it would otherwise read them all while the workers idle);
-        `finish_phases` builds the indexes."""
+        the screening workers read those of most files once done screening, this process
+        those of a share meanwhile (it would otherwise read them all while the workers
+        idle); `finish_phases` builds the indexes."""
         self.prepare_analysis()
         try:
             phases = self.linter.analysis.phases_to_index()
@@ -365,7 +365,7 @@ class Run:
                 return
             own = len(files) // (2 * self.screening.jobs + 1)
             rest = files[own:]
-            size = -(-len(rest) // self.screening.jobs)
+            size = max(1, -(-len(rest) // self.screening.jobs))
             for start in range(0, len(rest), size):
                 part = rest[start:start + size]
                 self.phase_parts.append(
