@@ -55,9 +55,10 @@ def test_an_ascii_module_text_is_kept_as_given():
 def test_a_text_search_answers_on_the_kept_text_as_on_the_decoded_one(tmp_path, content):
     project, path = project_with_module(tmp_path, content)
     text = project.source_text(path)
-    for words in [("scale",), ("Scale", "🙂"), ("🙂", "absent"), ("x",), ("def", "return")]:
-        assert project.text_holds(path, *words) == all(word in text for word in words), words
-    assert not project.text_holds(tmp_path / "missing.py", "x")
+    assert path in project.source_files()
+    for word in ["scale", "Scale", "🙂", "absent", "x", "def", "return"]:
+        assert (path in project.files_holding(word)) == (word in text), word
+    assert project.files_holding("x") is project.files_holding("x")  # found once
 
 
 def test_the_summary_store_holds_no_text_it_was_asked_about(tmp_path):

@@ -448,8 +448,9 @@ class BindingModel:
         direct_write = re.compile(re.escape(direct) + r"\b" + change)
         imported_change = changes_through_name(name)
         changes: list[Change] = []
+        holding = self.project.files_holding(name) & self.project.files_holding(short)
         for path in self.project.source_files():
-            if not self.project.text_holds(path, name, short):
+            if path not in holding:
                 continue
             text = self.project.source_text(path) or ""
             lines = lines_holding(text, short)

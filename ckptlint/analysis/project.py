@@ -122,6 +122,7 @@ class Project:
         # not all ASCII was most of their memory).
         self._texts: dict[Path, str | bytes | None] = {}
         self._text_signatures: dict[Path, Signature] = {}  # each file's when its text was read
+        self._holding: dict[str, frozenset[Path]] = {}  # `files_holding`
         # Every path looked at to resolve names, found or not, is recorded here (the engine
         # keeps a recording per linted file: the cache's dependencies).
         self.dependencies = DependencyRecorder()
@@ -286,16 +287,17 @@ class Project:
         kept = self._kept_text(path)
         return full_text(kept) if kept is not None else None
 
-    def text_holds(self, path: Path, *words: str) -> bool:
-        """Whether the file's text (`source_text`) holds every one of `words`, tested on the
-        text as kept: a text not all ASCII is not decoded for it (a project-wide scan asks
-        this of every file)."""
-        kept = self._kept_text(path)
-        if kept is None:
-            return False
-        if isinstance(kept, bytes):
-            return all(word.encode("utf-8", "surrogatepass") in kept for word in words)
-        return all(word in kept for word in words)
+    def files_holding(self, word: str) -> frozenset[Path]:
+        """The project files whose text (`source_text`) holds `word`, found once per word
+        (a project-wide scan asks it of every file, and asks the same words again for other
+        names), tested on the texts as kept: one not all ASCII is not decoded for it."""
+        if word not in self._holding:
+            encoded = word.encode("utf-8", "surrogatepass")
+            self._holding[word] = frozenset(
+                path for path in self.source_files()
+                if (kept := self._kept_text(path)) is not None
+                and (encoded in kept if isinstance(kept, bytes) else word in kept))
+        return self._holding[word]
 
     def _kept_text(self, path: Path) -> str | bytes | None:
         """`source_text` as kept (`compact_text`), read on first use."""
