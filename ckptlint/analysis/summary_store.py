@@ -171,11 +171,7 @@ class SummaryStore:
             return None
         value = compute(text)
         if now is not None and read_as is not None and list(read_as) == now:
-            if record is None:
-                assert self._by_path is not None
-                record = self._by_path[key] = [*now, {}]
-            record[4][name] = to_plain(value)
-            self._by_path_changed.add(key)
+            self._keep(key, now, record, {name: to_plain(value)})
         return value
 
     def keep_path_facts(self, path: Path, read_as: list[int] | None,
@@ -187,9 +183,13 @@ class SummaryStore:
             return
         key = str(path)
         now = current_signature(key)
-        if now != read_as:
-            return
-        record = self._path_record(key, now)
+        if now is not None and now == read_as:
+            self._keep(key, now, self._path_record(key, now), facts)
+
+    def _keep(self, key: str, now: list[int], record: list[Any] | None,
+              facts: dict[str, Any]) -> None:
+        """Store `facts` (plain) in the file's record (`record`, made when None) under its
+        signature `now`."""
         if record is None:
             assert self._by_path is not None
             record = self._by_path[key] = [*now, {}]

@@ -103,7 +103,8 @@ class SegmentRule(Rule):
         kept = []
         for change in read.changes:
             when = (When(Phase.SEGMENT, Because.SEGMENT, function_key(change.where))
-                    if in_segment(segment, change) else bindings.when(change))
+                    if in_segment(segment, change, self.context.project)
+                    else bindings.when(change))
             if change.foreign and when.because == Because.UNCALLED:
                 continue  # matched by name only, in code nothing in the project calls
             if when.runtime or every_phase:

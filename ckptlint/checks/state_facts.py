@@ -9,7 +9,6 @@ that decides it (`via`).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import libcst as cst
 
 from ckptlint.analysis.bindings import Change, ChangeHow
 from ckptlint.analysis.phases import Because, Phase, When, function_key
+from ckptlint.analysis.project import Project
 from ckptlint.analysis.segment import Reached, Segment
 from ckptlint.syntax.source import SourceModule
 
@@ -58,15 +58,9 @@ def source_text(module: SourceModule, node: cst.CSTNode) -> str:
     return " ".join(module.code(node).split())
 
 
-def in_segment(segment: Segment, change: Change) -> bool:
+def in_segment(segment: Segment, change: Change, project: Project) -> bool:
     """Whether the change is made by a function of the segment."""
-    return (function_key(change.where), resolved(change.path)) in segment.places
-
-
-@functools.lru_cache(maxsize=4096)
-def resolved(path: Path) -> Path:
-    """`path.resolve()`, once per path and process (asked for every change of every read)."""
-    return path.resolve()
+    return (function_key(change.where), project.real_path(change.path)) in segment.places
 
 
 def changes_data(changes: list[tuple[Change, When]]) -> list[dict[str, Any]]:

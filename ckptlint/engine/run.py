@@ -395,7 +395,7 @@ class Run:
                 else:
                     found.update(phases.own_index_facts(part))
             phases.build_indexes(found)
-            found.clear()  # the workers' answers: their lists and strings, freed
+            found.clear()  # the workers' answers freed before the heap is trimmed
             self.linter.project.forget_file_state()
             release_free_memory()  # before the analysing workers fork
         except Exception:  # noqa: BLE001 - each worker will report it per file
