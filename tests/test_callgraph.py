@@ -97,3 +97,20 @@ def test_the_skipped_nodes_hold_nothing_the_summary_records() -> None:
     for kind in LEAF_TYPES:
         fields = [name for name in kind._fields if name not in ("ctx", "kind")]
         assert kind in (ast.Name, ast.Constant, ast.Global, ast.Nonlocal) or not fields, kind
+
+
+def test_a_call_on_a_relatively_imported_name_is_marked_as_the_projects_own() -> None:
+    summary = summarize(
+        "from PIL import ImageOps\nfrom . import helpers\nfrom .. import tools as t\n"
+        "import numpy as np\n\n\ndef f(x):\n    ImageOps.invert(x)\n    helpers.obj.m(x)\n"
+        "    t.run_all(x)\n    np.linalg.norm(x)\n")
+    assert summary is not None
+    modules = {site.name: site.module for sites in summary.calls.values() for site in sites}
+    assert modules == {"invert": "PIL.ImageOps", "m": ".helpers.obj", "run_all": ".tools",
+                       "norm": "numpy.linalg"}
+
+
+def test_a_later_absolute_import_of_the_same_name_is_not_marked() -> None:
+    summary = summarize("from . import helpers\nimport helpers\n\n\ndef f():\n    helpers.g()\n")
+    assert summary is not None
+    assert [site.module for site in summary.calls["g"]] == ["helpers"]

@@ -62,7 +62,9 @@ class CallSite:
     receiver: str  # "bare" (`f(...)`), "self", "super" (`super().m(...)`) or "other"
     row: int
     caller: str  # the qualified name of the function holding it ("" at module level)
-    module: str = ""  # for "other": the module the receiver names through an import
+    # For "other": the module the receiver names through an import, "." first when the
+    # import is relative (`from . import x`: always one of the project's own).
+    module: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,7 @@ class _Summarizer:
         self.out = FileSummary(calls=self.calls)
         self.functions: list[_Function] = []
         self.defined: set[str] = set()  # names of the functions defined in the file
+        self.relative: set[str] = set()  # local names a relative import binds (so far)
         # References to names passed as arguments, kept until `defined` is complete.
         self.references: list[CallSite] = []
         # Class qualname -> attribute -> class names called in the values `self.attr` is
@@ -232,6 +235,7 @@ class _Summarizer:
         for alias in node.names:
             local = alias.asname or alias.name.split(".", 1)[0]
             self.out.imports[local] = alias.name if alias.asname else local
+            self.relative.discard(local)
         return False
 
     def visit_import_from(self, node: ast.ImportFrom, *_: object) -> bool:
@@ -239,6 +243,10 @@ class _Summarizer:
             local = alias.asname or alias.name
             self.out.imports[local] = (f"{node.module}.{alias.name}"
                                        if node.module and not node.level else alias.name)
+            if node.level:
+                self.relative.add(local)
+            else:
+                self.relative.discard(local)
         return False
 
     def visit_call(self, node: ast.Call, function: _Function, names: list[str],
@@ -347,6 +355,8 @@ class _Summarizer:
             imported = self.out.imports.get(head)
             if imported is not None:
                 module = f"{imported}.{rest}" if rest else imported
+                if head in self.relative:
+                    module = f".{module}"
         return CallSite(func.attr, "other", row, caller, module)
 
     def reference(self, function: _Function, argument: ast.expr, row: int,

@@ -247,6 +247,7 @@ class PhaseFinder:
         self._element_writes: dict[tuple[Path, str], bool] = {}
         self._for_clauses: dict[Path, list[str]] = {}
         self._hook_words: dict[Path, frozenset[str]] = {}
+        self._path_names: frozenset[str] | None = None  # see `outside_project`
 
     def summary(self, path: Path) -> FileSummary | None:
         if path not in self._summaries:
@@ -492,6 +493,8 @@ class PhaseFinder:
                 return caller_class is not None and self.related(path, cls, other,
                                                                  caller_class)
             if site.receiver == "other":
+                if self.outside_project(site.module):
+                    return False  # `ImageOps.invert(...)`: a module or class not the project's
                 return any_method or (name not in GENERIC_METHODS and not is_mutator(name))
             return False
         if "." in qualname:  # a nested function: called by name inside its parent
@@ -504,9 +507,20 @@ class PhaseFinder:
             imported = summary.imports.get(name, "")
             return imported.rsplit(".", 1)[-1] == name and imported != name
         if site.receiver == "other" and site.module:
-            own = self.module_name(path)
-            return bool(own) and (site.module == own or own.endswith(f".{site.module}"))
+            own, module = self.module_name(path), site.module.lstrip(".")
+            return bool(own) and (module == own or own.endswith(f".{module}"))
         return False
+
+    def outside_project(self, module: str) -> bool:
+        """Whether a call site's receiver names, through an absolute import, a module outside
+        the project (`from PIL import ImageOps`): its top name is no folder or module name on
+        the project's files' paths. (A relative import's, "." first, is the project's own.)"""
+        if not module or module.startswith("."):
+            return False
+        if self._path_names is None:
+            self._path_names = frozenset(part for path in self.files()
+                                         for part in (*path.parent.parts, path.stem))
+        return module.split(".", 1)[0] not in self._path_names
 
     def related(self, path: Path, cls: str, other: Path, other_cls: str) -> bool:
         """The classes are one, or one derives from the other (by name, through bases of

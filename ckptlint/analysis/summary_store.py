@@ -49,7 +49,7 @@ from ckptlint.storage.plain_data import ShapeError, read_json, want_dict, write_
 
 T = TypeVar("T")
 
-FORMAT = 2  # 1: each name's call sites as a list of lists
+FORMAT = 3  # 1: each name's call sites as a list of lists; 2: relative imports unmarked
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 BY_PATH = "files.json"  # the facts asked of every project file, by path (`path_fact`)
 
