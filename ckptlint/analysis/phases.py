@@ -21,8 +21,9 @@ The call graph decides: a function's phase is the most run-time one of the place
 it. Names (`set_*`, `enable_*`, ...; framework hooks such as Lightning's `training_step`)
 decide only for a function with no caller in the project.
 Calls are matched by name: `self.m(...)` to methods of related classes, `obj.m(...)` to any
-method named `m` unless the name is a generic one (`update`, `step`, `forward`, ...),
-`f(...)` to functions of the same file or imported by that name.
+method named `m` unless the name is a generic one (`update`, `step`, `forward`, ...) or `obj`
+is a name imported from outside the project (`ImageOps.invert(mask)` after
+`from PIL import ImageOps`), `f(...)` to functions of the same file or imported by that name.
 
 The facts come from `ast` summaries of the project's files (`ckptlint.analysis.callgraph`),
 made only for files whose text names what is asked about, once per file per run.
