@@ -24,7 +24,7 @@ _SKIPPED_FIELDS = frozenset({
     "lbracket", "rbracket", "lbrace", "rbrace", "header", "footer", "leading_lines",
     "trailing_whitespace", "newline", "asynchronous", "whitespace_after_param",
 })
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 OTHER, NODE, SEQUENCE = 0, 1, 2
 
@@ -69,13 +69,13 @@ class _VisitedKinds(dict):
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
-    fields = _CHILD_FIELDS.get(cls)
+    fields = CHILD_FIELDS.get(cls)
     if fields is None:
         fields = tuple(
             field.name for field in dataclasses.fields(cls)
             if field.name not in _SKIPPED_FIELDS and "whitespace" not in field.name
         )
-        _CHILD_FIELDS[cls] = fields
+        CHILD_FIELDS[cls] = fields
     return fields
 
 
@@ -92,7 +92,7 @@ def field_children(value: Any) -> list[cst.CSTNode]:
 def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes of `node`, in field order (whitespace and punctuation skipped)."""
     children: list[cst.CSTNode] = []
-    for name in _CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
+    for name in CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
         value = getattr(node, name)
         kind = KIND_OF[type(value)]
         if kind == NODE:
