@@ -24,7 +24,7 @@ _SKIPPED_FIELDS = frozenset({
     "lbracket", "rbracket", "lbrace", "rbrace", "header", "footer", "leading_lines",
     "trailing_whitespace", "newline", "asynchronous", "whitespace_after_param",
 })
-CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 OTHER, NODE, SEQUENCE = 0, 1, 2
 
@@ -69,13 +69,13 @@ class _VisitedKinds(dict):
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
-    fields = CHILD_FIELDS.get(cls)
+    fields = _CHILD_FIELDS.get(cls)
     if fields is None:
         fields = tuple(
             field.name for field in dataclasses.fields(cls)
             if field.name not in _SKIPPED_FIELDS and "whitespace" not in field.name
         )
-        CHILD_FIELDS[cls] = fields
+        _CHILD_FIELDS[cls] = fields
     return fields
 
 
@@ -92,7 +92,7 @@ def field_children(value: Any) -> list[cst.CSTNode]:
 def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes of `node`, in field order (whitespace and punctuation skipped)."""
     children: list[cst.CSTNode] = []
-    for name in CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
+    for name in _CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
         value = getattr(node, name)
         kind = KIND_OF[type(value)]
         if kind == NODE:
@@ -100,6 +100,29 @@ def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
         elif kind == SEQUENCE:
             children.extend(item for item in value if KIND_OF[type(item)] == NODE)
     return children
+
+
+def subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """`root` and every node under it that `iter_children` reaches, in no set order: one
+    loop, without a list and a call per node (a whole file's nodes pass here when its
+    positions are anchored)."""
+    found: list[cst.CSTNode] = []
+    pending = [root]
+    pop, push, keep = pending.pop, pending.append, found.append
+    while pending:
+        node = pop()
+        keep(node)
+        node_type = type(node)
+        for name in _CHILD_FIELDS.get(node_type) or child_fields(node_type):
+            value = getattr(node, name)
+            kind = KIND_OF[type(value)]
+            if kind == NODE:
+                push(value)
+            elif kind == SEQUENCE:
+                for item in value:
+                    if KIND_OF[type(item)] == NODE:
+                        push(item)
+    return found
 
 
 class Visitor:
