@@ -13,7 +13,12 @@ so that a noisy machine hurts both alike):
   TOR003 TREE` (one run by default: it processes about two files a second);
 - warm: `ckptlint check TREE` again with a primed cache;
 - one clean file (no checkpoint call) and one file with a checkpoint call, whole process, and
-  `ckptlint --version`.
+  `ckptlint --version`;
+- with `--site-dense TREE`: that tree cold (against ruff) and warm, and each `--edit` file
+  re-linted alone after a one-line edit with the cache primed, each edit run of a file that
+  holds a checkpoint site followed by the floor of a fresh process for that file (the
+  interpreter's start, the imports of the command line and libcst, and libcst's parse of the
+  file: what no cache can spare it).
 
 For each: wall time, CPU time (user + system, workers included) and peak RSS of the largest
 process (from `wait4`). On a loaded machine wall time stretches while CPU time does not;
@@ -189,6 +194,16 @@ def tree_size(tree: Path) -> tuple[int, int]:
     return files, lines
 
 
+def fresh_process_floor(relative: str, edited: Path) -> Measure:
+    """What no cache can spare a fresh `ckptlint check` of an edited file: the interpreter's
+    start, the imports of the command line and libcst, and libcst's parse of the file (its
+    analysis is libcst-based). Timed alternating with the edit itself."""
+    return Measure(f"the floor of a fresh process for {relative}: start, imports, libcst parse",
+                   [sys.executable, "-c", "import sys, ckptlint.cli, libcst\n"
+                    "libcst.parse_module(open(sys.argv[1], encoding='utf-8').read())",
+                    str(edited)])
+
+
 def ckptlint_stats(command: list[str], arguments: list[str], cwd: Path,
                    env: dict[str, str]) -> dict:
     out = subprocess.run([*command, "check", *arguments], cwd=cwd,
@@ -349,11 +364,16 @@ def site_dense(args, ckptlint: str, ruff: str) -> str:
         original = edited.read_text()
         measure = Measure(f"ckptlint {relative} after a one-line edit",
                           [ckptlint, "check", *config_option, str(edited)], env=cache_env)
+        # Only a file holding a site is parsed with libcst (the others need no floor).
+        analysed = ckptlint_stats([ckptlint], [*config_option, "--no-cache", str(edited)],
+                                  work, no_cache_env).get("confirmed")
+        floor = fresh_process_floor(relative, edited) if analysed else None
         for run in range(args.runs + 1):
             edited.write_text(f"{original}# bench edit {run}\n")
-            measure.run(work, sample_memory=run == args.runs)
+            for each in (measure, floor) if floor is not None else (measure,):
+                each.run(work, sample_memory=run == args.runs)
         edited.write_text(original)
-        edits.append(measure)
+        edits += [measure] if floor is None else [measure, floor]
     load_after = os.getloadavg()
     shutil.rmtree(work, ignore_errors=True)
     ckpt, ruff_measure = cold
