@@ -534,24 +534,29 @@ def is_run_once_guard(node: cst.If) -> bool:
         return False
     container = compact(test.comparisons[0].comparator)
 
-    class Records(Visitor):
-        found = False
-
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if (isinstance(func, cst.Attribute) and func.attr.value in ("add", "append",
-                                                                       "setdefault", "update")
-                    and compact(func.value) == container):
-                self.found = True
-
-        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
-            if isinstance(target.target, cst.Subscript) \
-                    and compact(target.target.value) == container:
-                self.found = True
-
-    records = Records()
+    records = KeyRecords(container)
     records.walk(node.body)
     return records.found
+
+
+class KeyRecords(Visitor):
+    """Whether a block records a key in `container` (`.add(`, `.append(`, `[k] = `...)."""
+
+    def __init__(self, container: str) -> None:
+        self.container = container
+        self.found = False
+
+    def visit_Call(self, call: cst.Call) -> None:
+        func = call.func
+        if (isinstance(func, cst.Attribute) and func.attr.value in ("add", "append",
+                                                                   "setdefault", "update")
+                and compact(func.value) == self.container):
+            self.found = True
+
+    def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
+        if isinstance(target.target, cst.Subscript) \
+                and compact(target.target.value) == self.container:
+            self.found = True
 
 
 class FactCollector(Visitor):

@@ -185,16 +185,16 @@ def function_calls(module: SourceModule) -> list[tuple[Scope, cst.Call]]:
     """Every call of the module with the scope of the function (or module) making it."""
     found: list[tuple[Scope, cst.Call]] = []
     scope_of = module.scopes.scope_of
-
-    def visit(node: cst.CSTNode, scope: Scope) -> None:
+    # A loop, not a recursive closure: that would be a cycle holding the module's scopes
+    # until the cyclic collector ran.
+    pending: list[tuple[cst.CSTNode, Scope]] = [(module.tree, scope_of[id(module.tree)])]
+    while pending:
+        node, scope = pending.pop()
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             scope = scope_of.get(id(node), scope)
         if isinstance(node, cst.Call):
             found.append((scope, node))
-        for child in iter_children(node):
-            visit(child, scope)
-
-    visit(module.tree, scope_of[id(module.tree)])
+        pending.extend((child, scope) for child in reversed(list(iter_children(node))))
     return found
 
 

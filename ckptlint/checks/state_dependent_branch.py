@@ -49,16 +49,22 @@ class StateDependentBranch(SegmentRule):
 
 
 def grad_enabled_calls(expr: cst.BaseExpression, scope) -> list[cst.Call]:
-    found: list[cst.Call] = []
+    finder = GradEnabledCalls(scope)
+    finder.walk(expr)
+    return finder.found
 
-    class Finder(Visitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if not node.args and any(n.startswith("torch") and n.endswith(".is_grad_enabled")
-                                     for n in import_qualnames(node.func, scope)):
-                found.append(node)
 
-    Finder().walk(expr)
-    return found
+class GradEnabledCalls(Visitor):
+    """`torch.is_grad_enabled()` calls, however imported."""
+
+    def __init__(self, scope) -> None:
+        self.scope = scope
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not node.args and any(n.startswith("torch") and n.endswith(".is_grad_enabled")
+                                 for n in import_qualnames(node.func, self.scope)):
+            self.found.append(node)
 
 
 def only_side_effects(node: cst.If) -> bool:

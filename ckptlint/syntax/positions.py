@@ -125,7 +125,9 @@ class _Anchored:
         self.module = module
         self.text = text
         self.owner: dict[int, _Anchor] = {}  # id(node) -> its innermost anchor, marked so far
-        self._marks = self._anchors(starts)
+        # A generator of the module's, not a method's: one holding `self` would make a
+        # cycle, and forgotten positions would then wait for the cyclic collector.
+        self._marks = anchors_in(module, self.owner, module.body, starts, [])
         self.text_lines = [0, *(match.end() for match in _NEWLINE.finditer(text))]
 
     def range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -189,28 +191,27 @@ class _Anchored:
         anchor.offsets, anchor.line_starts = token_lines(tokens, code)
         return state.computed
 
-    def _anchors(self, starts: StatementStarts) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
-        return self._anchors_in(self.module.body, starts, [])
 
-    def _anchors_in(self, statements, starts: StatementStarts,
-                    indent: list[str]) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
-        """(subtree, its anchor) in the file's order; a class or function anchored statement
-        by statement owns its header (its own range needs the pass over all of it)."""
-        for statement, (row, inner_starts) in matched(statements, starts):
-            anchor = _Anchor(statement, start_row(statement, row), indent)
-            block = (statement.body if isinstance(statement, (cst.ClassDef, cst.FunctionDef))
-                     else None)
-            if inner_starts is None or not isinstance(block, cst.IndentedBlock):
-                yield statement, anchor
-                continue
-            self.owner[id(statement)] = self.owner[id(block)] = anchor
-            for name in child_fields(type(statement)):
-                if name != "body":
-                    for child in field_children(getattr(statement, name)):
-                        yield child, anchor
-            inner_indent = [*indent, self.module.default_indent if block.indent is None
-                            else block.indent]
-            yield from self._anchors_in(block.body, inner_starts, inner_indent)
+def anchors_in(module: cst.Module, owner: dict[int, _Anchor], statements,
+               starts: StatementStarts,
+               indent: list[str]) -> Iterator[tuple[cst.CSTNode, _Anchor]]:
+    """(subtree, its anchor) in the file's order; a class or function anchored statement by
+    statement owns its header in `owner` (its own range needs the pass over all of it)."""
+    for statement, (row, inner_starts) in matched(statements, starts):
+        anchor = _Anchor(statement, start_row(statement, row), indent)
+        block = (statement.body if isinstance(statement, (cst.ClassDef, cst.FunctionDef))
+                 else None)
+        if inner_starts is None or not isinstance(block, cst.IndentedBlock):
+            yield statement, anchor
+            continue
+        owner[id(statement)] = owner[id(block)] = anchor
+        for name in child_fields(type(statement)):
+            if name != "body":
+                for child in field_children(getattr(statement, name)):
+                    yield child, anchor
+        inner_indent = [*indent, module.default_indent if block.indent is None
+                        else block.indent]
+        yield from anchors_in(module, owner, block.body, inner_starts, inner_indent)
 
 
 def matched(statements, starts: StatementStarts) -> list:
