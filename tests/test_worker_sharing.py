@@ -295,3 +295,27 @@ def test_the_project_text_scans_are_made_once_while_workers_screen(
     else:
         assert not any(line.startswith("facts") for line in built)
         assert "index-written False" in built  # asked, so made by the workers
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_linted_file_reached_from_another_is_named_as_the_run_names_it(tmp_path, monkeypatch,
+                                                                         jobs):
+    """Linted by an absolute path from a folder above it, a project reports its files by
+    those paths; a file also reached from another's segment (a change there, a module parsed
+    to follow a call) is named the same way, whichever process analysed which (it was named
+    relative to the current folder by a process that had only reached it)."""
+    import shutil
+
+    from ckptlint.config import load_config
+
+    root = tmp_path / "state_phases"
+    shutil.copytree(FIXTURES / "projects" / "state_phases", root)
+    monkeypatch.chdir(tmp_path)
+    result = lint([str(root)], load_config([str(root)]), jobs=jobs)
+    linted = {str(path) for path in root.rglob("*.py")}
+    named = {finding.filename for finding in result.findings}
+    for finding in result.findings:
+        for change in finding.data.get("changes", []):
+            named.add(change["filename"])
+    assert any(name.endswith("layers.py") for name in named)  # a file reached from another
+    assert {name for name in named if name.endswith(".py")} <= linted

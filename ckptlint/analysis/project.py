@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -103,6 +103,8 @@ class Project:
                  limits: Limits = Limits()) -> None:
         self.roots = [root.resolve() for root in roots]
         self.display_base = display_base
+        # The run's linted files (absolute, unresolved) -> how the run reports each.
+        self.target_displays: dict[str, str] = {}
         self.limits = limits  # for the modules read to follow calls
         self._by_path: dict[Path, SourceModule | None] = {}
         self.parse_errors: dict[Path, str] = {}
@@ -203,7 +205,17 @@ class Project:
         """For each root that is an environment folder, the entries being linted there."""
         return {root: set(names) for root, names in self._linted_entries.items()}
 
+    def name_targets(self, targets: Iterable[tuple[Path, str]]) -> None:
+        """Report each of the run's linted files as the run does wherever it comes up: a file
+        reached from another (in a finding's data, as a module parsed to follow a call) is
+        then named the same whichever process analysed which, and its module, parsed while
+        reached, serves its own analysis."""
+        self.target_displays = {os.path.abspath(path): display for path, display in targets}
+
     def display_name(self, path: Path) -> str:
+        display = self.target_displays.get(os.path.abspath(path))
+        if display is not None:
+            return display
         if self.display_base is not None:
             try:
                 return str(path.resolve().relative_to(self.display_base))

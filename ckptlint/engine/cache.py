@@ -67,10 +67,11 @@ from ckptlint.storage.plain_data import (
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".ckptlint_cache"
-FORMAT = 6  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`;
+FORMAT = 7  # 1: a pickle (`run-<key>.pickle`), never read again; 2: findings without `data`;
 # 3: state findings without phases decided by the call graph (no `because`/`via`); 4: every
 # absent dependency stored on its own, no folder stamps; 5: phases linking a method to calls
-# on a module or class outside the project
+# on a module or class outside the project; 6: a linted file reached from another named in
+# a finding's data as the current folder saw it, not as the run reports it
 FOLDER_STAMP = "folder "  # prefix of a dependency's stored value that stamps a folder
 
 CacheKey = tuple[Signature, str]  # (stat signature, digest): what a file is cached under

@@ -78,10 +78,10 @@ def watch_parent(read_end: int, write_end: int) -> None:
     threading.Thread(target=wait, name="ckptlint-parent-watch", daemon=True).start()
 
 
-def _initialize(linter, config, roots: list[str], cache, status,
-                watch: tuple[int, int] | None) -> None:
+def _initialize(linter, config, roots: list[str], target_displays: dict[str, str], cache,
+                status, watch: tuple[int, int] | None) -> None:
     """`linter`: the parent's, when forked (inherited, not copied); else None, and the worker
-    builds its own from `config` and `roots`."""
+    builds its own from `config`, `roots` and how the run reports its files."""
     global _linter, _cache, _status
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     if watch is not None:
@@ -91,6 +91,7 @@ def _initialize(linter, config, roots: list[str], cache, status,
 
         linter = Linter(config)
         linter.project.roots = [Path(root) for root in roots]
+        linter.project.target_displays = target_displays
         if cache is not None and cache.summaries is not None:
             linter.project.summaries = cache.summaries
     _linter = linter
@@ -140,7 +141,8 @@ class WorkerPool:
         return ProcessPoolExecutor(max_workers=workers, mp_context=self.context,
                                    initializer=_initialize,
                                    initargs=(self.linter if forked else None, self.linter.config,
-                                             self.roots, self.cache, self.status, watch))
+                                             self.roots, self.linter.project.target_displays,
+                                             self.cache, self.status, watch))
 
     def submit(self, items: list[tuple[int, Path, str]], *, analyse: bool) -> None:
         chunk = [(index, str(path), display) for index, path, display in items]

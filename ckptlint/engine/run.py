@@ -119,6 +119,7 @@ def lint(paths: list[str], config: Config, *, force_exclude: bool = False,
                 stdin_result = error_result(display, str(error))
         if stdin_result is None:
             stdin_result = linter.lint_file(Path(display), display, text)
+    linter.project.name_targets(targets)
     run = Run(linter, targets, jobs=jobs, use_cache=use_cache)
     file_results = run.execute() + unreadable
     if stdin_result is not None:
