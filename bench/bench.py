@@ -367,13 +367,13 @@ def site_dense(args, ckptlint: str, ruff: str) -> str:
         # Only a file holding a site is parsed with libcst (the others need no floor).
         analysed = ckptlint_stats([ckptlint], [*config_option, "--no-cache", str(edited)],
                                   work, no_cache_env).get("confirmed")
-        floor = fresh_process_floor(relative, edited) if analysed else None
+        measures = [measure, fresh_process_floor(relative, edited)] if analysed else [measure]
         for run in range(args.runs + 1):
             edited.write_text(f"{original}# bench edit {run}\n")
-            for each in (measure, floor) if floor is not None else (measure,):
+            for each in measures:
                 each.run(work, sample_memory=run == args.runs)
         edited.write_text(original)
-        edits += [measure] if floor is None else [measure, floor]
+        edits += measures
     load_after = os.getloadavg()
     shutil.rmtree(work, ignore_errors=True)
     ckpt, ruff_measure = cold
